@@ -1,0 +1,1 @@
+"""The `inferry` command line: thin typer commands over infra/."""

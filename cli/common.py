@@ -1,0 +1,42 @@
+"""Shared CLI plumbing: error printing without tracebacks, consoles."""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from infra.errors import ConfigError, InferryError
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def print_error(e: InferryError) -> None:
+    """An InferryError as the user sees it: one bullet per problem, then the fix."""
+    if isinstance(e, ConfigError):
+        err.print(f"[red]error:[/red] {e.source}", markup=True)
+        for p in e.problems:
+            err.print(f"  • {p.render()}", markup=False)
+        return
+    err.print("[red]error:[/red] ", markup=True, end="")
+    err.print(e.render(), markup=False)
+
+
+def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a command; an InferryError prints cleanly and exits 1."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except InferryError as e:
+            print_error(e)
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            err.print("interrupted")
+            raise typer.Exit(130) from None
+
+    return wrapper

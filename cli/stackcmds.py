@@ -1,0 +1,56 @@
+"""`inferry validate` and `inferry init`: check and create stack files."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from cli.common import err, handle_errors, out
+from infra.errors import ConfigError, InferryError
+from infra.initfile import render_init
+from infra.stackfile import load_stack, stack_path
+from infra.validate import findings
+
+STACK_HELP = "a stack name under stacks/ (e.g. eu-ssh) or a path to a stack file"
+
+
+@handle_errors
+def validate(stack: str = typer.Argument(..., help=STACK_HELP)) -> None:
+    """Check a stack file: prints OK, or one bullet per problem and exits 1."""
+    s = load_stack(stack)
+    found = findings(s.deployment)
+    errors = [p for p in found if p.severity == "error"]
+    for w in (p for p in found if p.severity == "warning"):
+        err.print(f"  warning: {w.render()}", markup=False)
+    if errors:
+        raise ConfigError(s.source, errors)
+    d = s.deployment
+    where = f"{len(d.target.hosts)} ssh host(s)" if d.target.kind == "ssh" else f"kubernetes ns {d.target.namespace}"
+    out.print(f"OK {s.source}: {d.model.name} with {d.engine.kind} on {where} at {d.provider.name} "
+              f"({d.provider.region}, {d.provider.gpu_count}x {d.provider.gpu})", markup=False)
+
+
+@handle_errors
+def init(
+    stack: str = typer.Argument(..., help=STACK_HELP),
+    target: str = typer.Option("ssh", help="ssh | kubernetes"),
+    engine: str = typer.Option("vllm", help="vllm | tensorrt-llm"),
+) -> None:
+    """Write a commented stack file that validates; never overwrites."""
+    _, path = stack_path(stack)
+    if path.exists():
+        raise InferryError(f"{path} already exists", "choose another stack name or delete the file first")
+    text = render_init(target, engine)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "x", encoding="utf-8") as fh:  # "x": never clobber a file that appeared meanwhile
+        fh.write(text)
+    out.print(f"wrote {path}; edit it, then run: inferry validate {stack}", markup=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add these commands to the app."""
+    app.command()(validate)
+    app.command()(init)
+
+
+__all__ = ["register", "Path"]

@@ -1,0 +1,1 @@
+"""inferry's Pulumi program and the pure logic it is built from."""

@@ -1,0 +1,65 @@
+"""Contradictions between sections of a valid stack file (each section alone is fine)."""
+from __future__ import annotations
+
+from infra.config import Deployment, KubernetesTarget, VllmEngine
+from infra.errors import Problem
+from infra.regions import in_eu
+
+
+def check_bucket(d: Deployment) -> list[Problem]:
+    """The model's weights must live in this stack's bucket."""
+    bucket = d.model.weights_bucket
+    if bucket is None or bucket == d.storage.bucket:
+        return []
+    return [Problem("model.weights", f"names bucket {bucket!r} but storage.bucket is {d.storage.bucket!r}",
+                    hint="use the same bucket name in every stack of a deployment")]
+
+
+def check_residency(d: Deployment) -> list[Problem]:
+    """With residency eu, the provider and the store must both be in EU regions."""
+    if d.policy.residency != "eu":
+        return []
+    problems = []
+    for path, region in (("provider.region", d.provider.region), ("storage.region", d.storage.region)):
+        verdict = in_eu(region, d.policy.allowed_regions)
+        if verdict is False:
+            problems.append(Problem(path, "outside the EU but policy.residency is 'eu'", repr(region),
+                                    hint="choose an EU region or drop the residency policy"))
+        elif verdict is None:
+            problems.append(Problem(path, "not known to be in the EU", repr(region),
+                                    hint="add it to policy.allowed_regions if it is in the EU"))
+    return problems
+
+
+def check_gpu_count(d: Deployment) -> list[Problem]:
+    """One engine instance needs TP x PP GPUs on one host or pod."""
+    need = d.engine.gpus
+    if need <= d.provider.gpu_count:
+        return []
+    return [Problem("engine.tensor_parallel_size",
+                    f"needs {need} GPUs (tensor x pipeline parallel) but provider.gpu_count is "
+                    f"{d.provider.gpu_count} per host/replica",
+                    hint=f"set provider.gpu_count to {need} or lower the parallelism")]
+
+
+def check_weight_delivery(d: Deployment) -> list[Problem]:
+    """Streaming from S3 needs the weights in S3 and an engine that streams."""
+    streams = isinstance(d.engine, VllmEngine) and d.engine.load_format == "runai_streamer"
+    problems = []
+    if streams and not d.model.weights.startswith("s3://"):
+        problems.append(Problem("engine.load_format", "runai_streamer streams from the weight store",
+                                hint="set model.weights to s3://BUCKET/PREFIX or use load_format auto"))
+    t = d.target
+    if isinstance(t, KubernetesTarget) and (t.weights_delivery == "stream") != streams:
+        problems.append(Problem("target.weights_delivery",
+                                "'stream' goes with a vLLM engine whose load_format is runai_streamer",
+                                repr(t.weights_delivery), hint="make the two agree"))
+    return problems
+
+
+CHECKS = [check_bucket, check_residency, check_gpu_count, check_weight_delivery]
+
+
+def cross_checks(d: Deployment) -> list[Problem]:
+    """Every contradiction between sections."""
+    return [p for check in CHECKS for p in check(d)]

@@ -1,0 +1,142 @@
+"""The typed stack configuration: the `inferry:deployment` object of a stack file."""
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from infra.config_engines import EngineConfig, TrtllmEngine, VllmEngine
+from infra.config_targets import KubernetesTarget, SecretRef, SshHost, SshTarget, TargetConfig
+
+__all__ = [
+    "Deployment", "ModelConfig", "Architecture", "StorageConfig", "ProviderConfig",
+    "ServingConfig", "PolicyConfig", "SecretRef", "EngineConfig", "VllmEngine",
+    "TrtllmEngine", "TargetConfig", "SshTarget", "SshHost", "KubernetesTarget",
+]
+
+# A served model name ends up in URLs, labels and file names: keep it boring.
+SERVED_NAME = r"^[A-Za-z0-9][A-Za-z0-9._\-/]{0,127}$"
+# S3 bucket naming rules (AWS): 3-63 chars, lowercase letters, digits, dots, hyphens.
+BUCKET_NAME = r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$"
+
+
+class Strict(BaseModel):
+    """Base for every section: unknown keys are errors, values are not coerced silently."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Architecture(Strict):
+    """A model's shape, for sizing when neither config.json nor the catalog knows it."""
+
+    num_layers: int = Field(gt=0)
+    num_attention_heads: int = Field(gt=0)
+    num_kv_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    hidden_size: int = Field(gt=0)
+    vocab_size: int = Field(gt=0)
+    max_context: int = Field(gt=0)
+    num_params: float = Field(gt=0, description="total parameters, e.g. 8.03e9")
+    intermediate_size: int | None = Field(default=None, gt=0)
+    num_experts: int | None = Field(default=None, gt=0)
+    num_experts_per_token: int | None = Field(default=None, gt=0)
+    kv_lora_rank: int | None = Field(default=None, gt=0, description="MLA latent rank")
+    qk_rope_head_dim: int | None = Field(default=None, gt=0, description="MLA rope dim")
+
+
+class ModelConfig(Strict):
+    """What is served: the name clients ask for and where the weights live."""
+
+    name: str = Field(pattern=SERVED_NAME, description="served model name")
+    weights: str = Field(description="s3://BUCKET/PREFIX in the weight store, or an absolute path on the host")
+    catalog: str | None = Field(default=None, description="catalog architecture key, when it differs from name")
+    architecture: Architecture | None = None
+    dtype: Literal["auto", "bfloat16", "float16"] = "auto"
+    hf_token: SecretRef | None = None
+
+    @field_validator("weights")
+    @classmethod
+    def _weights_location(cls, v: str) -> str:
+        if v.startswith("s3://"):
+            bucket, _, prefix = v[5:].partition("/")
+            if not re.match(BUCKET_NAME, bucket) or not prefix.strip("/"):
+                raise ValueError("expected s3://BUCKET/PREFIX with a valid bucket name and a prefix")
+            return v.rstrip("/")
+        if v.startswith("/"):
+            return v
+        raise ValueError("expected s3://BUCKET/PREFIX or an absolute path such as /models/llama")
+
+    @property
+    def weights_bucket(self) -> str | None:
+        """The bucket part of an s3:// weights location."""
+        return self.weights[5:].split("/", 1)[0] if self.weights.startswith("s3://") else None
+
+    @property
+    def weights_prefix(self) -> str | None:
+        """The key prefix (the model folder) of an s3:// weights location."""
+        return self.weights[5:].split("/", 1)[1] if self.weights.startswith("s3://") else None
+
+
+class StorageConfig(Strict):
+    """An S3-compatible weight store at any endpoint."""
+
+    endpoint: str = Field(pattern=r"^https?://[^\s/]+(/.*)?$", description="S3 endpoint URL")
+    region: str = Field(min_length=1)
+    bucket: str = Field(pattern=BUCKET_NAME)
+    addressing_style: Literal["path", "virtual"] = "path"
+    access_key_id: SecretRef
+    secret_access_key: SecretRef
+    force_destroy: bool = False
+    tags: dict[str, str] = Field(default_factory=dict)
+
+
+class ProviderConfig(Strict):
+    """Who rents the GPUs, where, and at what price."""
+
+    name: str = Field(min_length=1)
+    region: str = Field(min_length=1)
+    gpu: str = Field(min_length=1, description="catalog GPU key, e.g. H100-80GB")
+    gpu_count: int = Field(default=1, ge=1, le=64, description="GPUs per host or replica")
+    price_per_gpu_hour: float = Field(ge=0)
+    egress_per_gb: float = Field(default=0.0, ge=0)
+    tokens_per_second: float | None = Field(default=None, gt=0, description="output tokens/s per replica, if known")
+
+
+class ServingConfig(Strict):
+    """How clients reach the engine."""
+
+    port: int = Field(default=8000, ge=1, le=65535)
+    api_key: SecretRef
+
+
+class PolicyConfig(Strict):
+    """Rules the deployment must obey, such as data residency."""
+
+    residency: Literal["eu"] | None = None
+    allowed_regions: list[str] = Field(default_factory=list)
+
+
+class Deployment(Strict):
+    """The whole deployment: one per stack file."""
+
+    model: ModelConfig
+    engine: Annotated[Union[VllmEngine, TrtllmEngine], Field(discriminator="kind")]
+    target: Annotated[Union[SshTarget, KubernetesTarget], Field(discriminator="kind")]
+    storage: StorageConfig
+    provider: ProviderConfig
+    serving: ServingConfig
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+
+    def secret_refs(self) -> dict[str, SecretRef]:
+        """Every secret reference in the deployment, by field path."""
+        refs = {
+            "storage.access_key_id": self.storage.access_key_id,
+            "storage.secret_access_key": self.storage.secret_access_key,
+            "serving.api_key": self.serving.api_key,
+        }
+        if self.model.hf_token is not None:
+            refs["model.hf_token"] = self.model.hf_token
+        if isinstance(self.target, SshTarget):
+            refs["target.private_key"] = self.target.private_key
+        return refs

@@ -1,0 +1,146 @@
+"""Target sections of the stack file (ssh, kubernetes) and the secret reference type."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+# Kubernetes naming (DNS-1123 label) and label-value rules.
+DNS1123 = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
+QUANTITY = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$"
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+CONFIG_KEY = r"^[A-Za-z][A-Za-z0-9_.\-]*$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SecretRef(_Strict):
+    """Where a secret comes from: a Pulumi secret config key, or an environment variable."""
+
+    config: str | None = Field(default=None, pattern=CONFIG_KEY, description="key of a `secure:` value, e.g. s3SecretKey")
+    env: str | None = Field(default=None, pattern=ENV_NAME, description="environment variable name")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "SecretRef":
+        if (self.config is None) == (self.env is None):
+            raise ValueError("give exactly one of 'config' (a Pulumi secret key) or 'env' (a variable name)")
+        return self
+
+    def describe(self) -> str:
+        """Where the secret is read from, never its value."""
+        return f"secret config inferry:{self.config}" if self.config else f"environment variable {self.env}"
+
+
+class SshHost(_Strict):
+    """One GPU VM reachable over SSH."""
+
+    address: str = Field(min_length=1, pattern=r"^[A-Za-z0-9.\-:\[\]]+$")
+    user: str = Field(default="root", pattern=r"^[a-z_][a-z0-9_\-]{0,31}$")
+    port: int = Field(default=22, ge=1, le=65535)
+    name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,62}$")
+    host_key: str | None = Field(default=None, pattern=r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+$",
+                                 description="pinned public host key, 'TYPE BASE64'")
+
+    @property
+    def label(self) -> str:
+        """How the host is named in messages and resource names."""
+        return self.name or self.address
+
+
+class LoadBalancer(_Strict):
+    """A round-robin nginx in front of the replicas, on one of the hosts."""
+
+    host: str = Field(description="name or address of one of target.hosts")
+    port: int = Field(default=8080, ge=1, le=65535)
+
+
+class SshTarget(_Strict):
+    """Provision one or more VMs over SSH; each host is a replica."""
+
+    kind: Literal["ssh"]
+    hosts: list[SshHost] = Field(min_length=1)
+    private_key: SecretRef
+    known_hosts: str | None = Field(default=None, description="known_hosts file; default ~/.ssh/known_hosts")
+    trust_on_first_use: bool = False
+    runtime: Literal["docker", "process"] = "docker"
+    install_docker: bool = False
+    weights_cache: str = Field(default="/var/lib/inferry/weights", pattern=r"^/")
+    service_dir: str = Field(default="/etc/inferry", pattern=r"^/")
+    max_parallel: int = Field(default=8, ge=1, le=256)
+    health_timeout_s: int = Field(default=900, ge=5)
+    load_balancer: LoadBalancer | None = None
+
+    @model_validator(mode="after")
+    def _unique_hosts(self) -> "SshTarget":
+        labels = [h.label for h in self.hosts]
+        dupes = sorted({x for x in labels if labels.count(x) > 1})
+        if dupes:
+            raise ValueError(f"host names must be unique; repeated: {', '.join(dupes)}")
+        if self.load_balancer and self.load_balancer.host not in labels + [h.address for h in self.hosts]:
+            raise ValueError(f"load_balancer.host {self.load_balancer.host!r} is not one of target.hosts")
+        return self
+
+
+class Toleration(_Strict):
+    """A pod toleration (for tainted GPU nodes)."""
+
+    key: str
+    operator: Literal["Exists", "Equal"] = "Exists"
+    value: str | None = Field(default=None, pattern=LABEL_VALUE)
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+
+
+class Autoscaling(_Strict):
+    """Scale replicas on the engine's request queue."""
+
+    engine: Literal["keda", "hpa"] = "keda"
+    min_replicas: int = Field(default=1, ge=0)
+    max_replicas: int = Field(default=4, ge=1)
+    queue_target: int = Field(default=5, ge=1, description="waiting requests per replica before scaling out")
+    prometheus_url: str = "http://prometheus-operated.monitoring.svc:9090"
+    scale_to_zero: bool = False
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "Autoscaling":
+        if self.min_replicas > self.max_replicas:
+            raise ValueError("min_replicas must not exceed max_replicas")
+        if self.min_replicas == 0 and not (self.scale_to_zero and self.engine == "keda"):
+            raise ValueError("min_replicas 0 needs scale_to_zero: true with engine: keda (the HTTP add-on wakes a replica)")
+        return self
+
+
+class Ingress(_Strict):
+    """An optional Ingress with TLS."""
+
+    host: str = Field(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    tls_secret: str | None = Field(default=None, pattern=DNS1123)
+    class_name: str | None = Field(default=None, pattern=DNS1123)
+
+
+class KubernetesTarget(_Strict):
+    """Deploy onto a Kubernetes cluster with pulumi-kubernetes."""
+
+    kind: Literal["kubernetes"]
+    kubeconfig: str | None = None
+    context: str | None = None
+    namespace: str = Field(default="inferry", pattern=DNS1123)
+    create_namespace: bool = True
+    replicas: int = Field(default=1, ge=0, le=1000)
+    weights_delivery: Literal["init-container", "pvc", "stream"] = "init-container"
+    cache_size: str = Field(default="200Gi", pattern=QUANTITY)
+    storage_class: str | None = Field(default=None, pattern=DNS1123)
+    gpu_product: str | None = Field(default=None, pattern=LABEL_VALUE, description="nvidia.com/gpu.product label value")
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list)
+    autoscaling: Autoscaling | None = None
+    ingress: Ingress | None = None
+    pdb_min_available: int | None = Field(default=None, ge=0)
+    service_monitor: bool = False
+    startup_timeout_s: int = Field(default=1800, ge=60)
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+TargetConfig = SshTarget | KubernetesTarget

@@ -1,0 +1,90 @@
+"""The one error family: every expected failure is an InferryError with a cause and a fix."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Problem:
+    """One problem with a field of the stack file: where, what was expected, what was found."""
+
+    path: str
+    message: str
+    found: str | None = None
+    hint: str | None = None
+    severity: str = "error"  # or "warning": reported, does not fail validation
+
+    def render(self) -> str:
+        """One line, for a bullet list."""
+        text = f"{self.path}: {self.message}" if self.path else self.message
+        if self.found is not None:
+            text += f" (found {self.found})"
+        if self.hint:
+            text += f"; {self.hint}"
+        return text
+
+
+class InferryError(Exception):
+    """An expected failure: says what went wrong and how to fix it."""
+
+    def __init__(self, message: str, fix: str | None = None, *, where: str | None = None):
+        self.message = message
+        self.fix = fix
+        self.where = where
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        """The message as the CLI prints it."""
+        head = f"{self.where}: {self.message}" if self.where else self.message
+        return f"{head}\n  fix: {self.fix}" if self.fix else head
+
+
+class ConfigError(InferryError):
+    """The stack file is wrong; carries one Problem per field."""
+
+    def __init__(self, source: str, problems: list[Problem]):
+        self.source = source
+        self.problems = problems
+        lines = "\n".join(f"  - {p.render()}" for p in problems)
+        n = len(problems)
+        super().__init__(f"{source}: {n} problem{'s' if n != 1 else ''}\n{lines}")
+
+    @property
+    def paths(self) -> list[str]:
+        """The field paths named, in order."""
+        return [p.path for p in self.problems]
+
+
+class SecretError(InferryError):
+    """A secret is missing, unreadable or written in plain text."""
+
+
+class SizingError(InferryError):
+    """The deployment does not fit on the chosen GPUs."""
+
+
+class StorageError(InferryError):
+    """The weight store refused, failed or holds something inconsistent."""
+
+
+class RemoteError(InferryError):
+    """A host (over SSH) failed a step."""
+
+
+class EngineError(InferryError):
+    """An engine option the pinned engine version does not accept."""
+
+
+class PulumiMissingError(InferryError):
+    """The Pulumi CLI is needed but not installed."""
+
+
+@dataclass
+class Warnings:
+    """Non-fatal findings collected while validating."""
+
+    items: list[Problem] = field(default_factory=list)
+
+    def add(self, path: str, message: str) -> None:
+        """Record one warning."""
+        self.items.append(Problem(path, message))

@@ -1,0 +1,33 @@
+"""The Pulumi program: load the stack, build storage -> engine -> target, return the exports."""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from infra.errors import InferryError
+from infra.stackfile import Stack, load_from_pulumi
+
+
+def build(stack: Stack) -> dict[str, Any]:
+    """Create every resource of the stack; returns what the stack exports."""
+    d = stack.deployment
+    return {
+        "model": d.model.name,
+        "engine": d.engine.kind,
+        "target": d.target.kind,
+        "provider": d.provider.name,
+        "region": d.provider.region,
+    }
+
+
+def main() -> None:
+    """Entry point for `pulumi up`: errors print as one clean message, not a traceback."""
+    import pulumi
+
+    try:
+        exports = build(load_from_pulumi())
+    except InferryError as e:
+        pulumi.log.error(e.render())
+        sys.exit(1)
+    for key, value in exports.items():
+        pulumi.export(key, value)

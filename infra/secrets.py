@@ -1,0 +1,54 @@
+"""Resolve secret references: environment variables or Pulumi secret config, never plain text."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from infra.config import SecretRef
+from infra.errors import PulumiMissingError, SecretError
+
+PULUMI_INSTALL = "install the Pulumi CLI: curl -fsSL https://get.pulumi.com | sh (see https://www.pulumi.com/docs/install/)"
+
+
+def resolve(ref: SecretRef, stack_name: str, field: str, stack_file: Path | None = None) -> str:
+    """The secret's value for the CLI; SecretError says where it was looked for and how to set it."""
+    if ref.env:
+        value = os.environ.get(ref.env)
+        if not value:
+            raise SecretError(f"environment variable {ref.env} is not set", f"export {ref.env}=...", where=field)
+        return value
+    return _pulumi_config_get(ref.config, stack_name, field, stack_file)
+
+
+def _pulumi_config_get(key: str, stack_name: str, field: str, stack_file: Path | None) -> str:
+    exe = shutil.which("pulumi")
+    if exe is None:
+        raise PulumiMissingError(f"reading secret inferry:{key} needs the Pulumi CLI, which is not installed",
+                                 f"{PULUMI_INSTALL}; or reference an environment variable: {{env: NAME}}", where=field)
+    cmd = [exe, "config", "get", f"inferry:{key}", "--stack", stack_name]
+    if stack_file is not None:
+        cmd += ["--config-file", str(stack_file)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=_root(), check=False)
+    if proc.returncode != 0:
+        # Pulumi's message names the key and the problem (passphrase, stack); it never holds the value.
+        raise SecretError(f"could not read secret inferry:{key}: {proc.stderr.strip()[:300]}",
+                          "set PULUMI_CONFIG_PASSPHRASE and check the stack name", where=field)
+    return proc.stdout.rstrip("\n")
+
+
+def _root() -> Path:
+    return Path(__file__).resolve().parent.parent
+
+
+def output(ref: SecretRef, field: str):
+    """The secret as a Pulumi secret Output, for the program."""
+    import pulumi
+
+    if ref.config:
+        return pulumi.Config("inferry").require_secret(ref.config)
+    value = os.environ.get(ref.env or "")
+    if not value:
+        raise SecretError(f"environment variable {ref.env} is not set", f"export {ref.env}=...", where=field)
+    return pulumi.Output.secret(value)

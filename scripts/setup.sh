@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Idempotent set-up on a fresh Debian/Ubuntu machine with Python 3.11+: a venv with inferry in it.
+# With --test it also installs what the test suite needs (OpenSSH server, iproute2) when run as root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+extras="."
+if [ "${1:-}" = "--test" ]; then
+  extras=".[test]"
+  need=()
+  command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || need+=(openssh-server)
+  command -v ip >/dev/null 2>&1 || need+=(iproute2)
+  command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
+  command -v curl >/dev/null 2>&1 || need+=(curl)
+  if [ ${#need[@]} -gt 0 ]; then
+    if [ "$(id -u)" != 0 ]; then
+      echo "the test suite needs: ${need[*]} (run as root, or install them first)" >&2
+      exit 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  fi
+fi
+# Install only when pyproject.toml changed since the last install (fast re-runs).
+stamp=".venv/.inferry-installed-$(sha256sum pyproject.toml | cut -c1-16)${1:-}"
+if [ ! -f "$stamp" ]; then
+  .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e "$extras"
+  touch "$stamp"
+fi
