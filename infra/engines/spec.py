@@ -1,0 +1,76 @@
+"""ServiceSpec: what an engine needs to run, the one type that crosses from engines to targets."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from infra.config import SecretRef
+
+# Where targets make the weights visible to the engine (container path; a target may pass another).
+MODELS_DIR = "/models"
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    """One environment variable: a plain value, or a secret by reference (never its value)."""
+
+    name: str
+    value: str | None = None
+    secret: SecretRef | None = None
+    secret_field: str | None = None  # the stack field the secret belongs to, e.g. "serving.api_key"
+
+    def __post_init__(self) -> None:
+        if (self.value is None) == (self.secret is None):
+            raise ValueError(f"env {self.name}: give exactly one of value or secret")
+
+
+@dataclass(frozen=True)
+class SpecFile:
+    """A file the engine reads, written by the target next to the service (e.g. the TRT-LLM YAML)."""
+
+    name: str  # file name inside the service's config folder
+    content: str
+    mount_path: str  # where the engine sees it (container path); args refer to this path
+    mode: int = 0o644
+
+
+@dataclass(frozen=True)
+class BuildStep:
+    """A one-off job before serving (TensorRT engine build): run, then upload the output to the store."""
+
+    image: str
+    script: str  # a POSIX shell script, values already quoted
+    cache_key: str  # (model, weights digest, GPU arch, engine version, options) -> store prefix
+    output_dir: str  # where the script leaves the built engine (container path)
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    """Everything a target needs to run an engine: image, command line, env, files, port, health."""
+
+    engine: str  # "vllm" | "tensorrt-llm"
+    version: str
+    image: str
+    command: tuple[str, ...]  # the executable and subcommand, e.g. ("vllm", "serve")
+    args: tuple[str, ...]  # every flag, computed in infra/engines; never edited by targets
+    env: tuple[EnvVar, ...] = ()
+    files: tuple[SpecFile, ...] = ()
+    port: int = 8000
+    health_path: str = "/health"
+    models_path: str = "/v1/models"
+    metrics_path: str = "/metrics"
+    gpus: int = 1
+    served_model_name: str = ""
+    model_dir: str = MODELS_DIR  # where the engine reads weights (or an s3:// URL when streaming)
+    streams_weights: bool = False  # True: the engine reads S3 itself; the target fetches nothing
+    build: BuildStep | None = None
+    shm_size: str = "16g"  # NCCL / PyTorch shared memory for tensor parallelism
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        """The full command line: command then args."""
+        return self.command + self.args
+
+    def secret_env(self) -> tuple[EnvVar, ...]:
+        """The env vars whose values are secrets."""
+        return tuple(e for e in self.env if e.secret is not None)
