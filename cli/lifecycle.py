@@ -1,0 +1,145 @@
+"""`inferry preview|up|destroy|outputs|migrate|status|bench`: a stack's lifecycle."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from cli.common import handle_errors, out
+from infra.errors import InferryError
+from infra.lifecycle.deployer import Deployer, endpoints
+from infra.stackfile import load_stack
+
+STACK_HELP = "a stack name under stacks/ (e.g. eu-ssh) or a path to a stack file"
+
+
+def make_deployer() -> Deployer:
+    """The Deployer commands use (tests replace this function)."""
+    from infra.lifecycle.automation import AutomationDeployer
+
+    return AutomationDeployer()
+
+
+def make_weights():
+    """The WeightMover `migrate` uses (tests replace this function)."""
+    from infra.lifecycle.weights import StoreWeights
+
+    return StoreWeights()
+
+
+def say(line: str) -> None:
+    """One progress line, as is (no rich markup: lines carry user text)."""
+    out.print(line, markup=False)
+
+
+@handle_errors
+def preview(stack: str = typer.Argument(..., help=STACK_HELP)) -> None:
+    """Show what `inferry up` would change."""
+    s = load_stack(stack)
+    say(f"previewing {s.name}")
+    changes = make_deployer().preview(s, say)
+    say(f"{s.name}: {changes.line()}")
+
+
+@handle_errors
+def up(stack: str = typer.Argument(..., help=STACK_HELP)) -> None:
+    """Create or update the stack (same as `pulumi up --stack NAME` in the project folder)."""
+    s = load_stack(stack)
+    say(f"updating {s.name}")
+    outputs = make_deployer().up(s, say)
+    for key, value in sorted(outputs.items()):
+        say(f"  {key}: {value.shown()}")
+
+
+@handle_errors
+def destroy(stack: str = typer.Argument(..., help=STACK_HELP),
+            yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation")) -> None:
+    """Delete every resource of the stack (the weight store's bucket stays unless force_destroy)."""
+    s = load_stack(stack)
+    if not yes and not typer.confirm(f"destroy every resource of stack {s.name}?"):
+        raise typer.Exit(1)
+    changes = make_deployer().destroy(s, say)
+    say(f"{s.name} destroyed: {changes.line()}")
+
+
+@handle_errors
+def outputs(stack: str = typer.Argument(..., help=STACK_HELP),
+            as_json: bool = typer.Option(False, "--json", help="print JSON (secrets stay hidden)")) -> None:
+    """Print the stack's outputs (endpoint, model, ...)."""
+    s = load_stack(stack)
+    values = make_deployer().outputs(s)
+    if as_json:
+        say(json.dumps({k: "[secret]" if v.secret else v.value for k, v in values.items()}, indent=2, sort_keys=True))
+        return
+    for key, value in sorted(values.items()):
+        say(f"{key}: {value.shown()}")
+
+
+@handle_errors
+def migrate(
+    source: str = typer.Option(..., "--from", help="the stack serving now (" + STACK_HELP + ")"),
+    target: str = typer.Option(..., "--to", help="the stack to move to"),
+    allow_changes: bool = typer.Option(False, "--allow-changes", help="allow model/engine to differ"),
+    destroy_source: bool = typer.Option(False, "--destroy-source", help="destroy the source once the target serves"),
+    yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
+) -> None:
+    """Move a serving deployment to another stack: copy weights, bring it up, check it, then cut over."""
+    from infra.lifecycle.migrate import Migration
+
+    a, b = load_stack(source), load_stack(target)
+    m = Migration(a, b, make_deployer(), make_weights(), say=say)
+    plan = m.plan(allow_changes)
+    say(f"migrate {a.name} -> {b.name}")
+    for d in plan.diffs:
+        say(d.line())
+    say(plan.estimate.line() if plan.estimate else "weights: on the hosts (not in a store): nothing to copy")
+    if plan.resume_from:
+        say(f"resuming: already done: {', '.join(plan.resume_from)}")
+    action = f"bring up {b.name}" + (f" and then destroy {a.name}" if destroy_source else "")
+    if not yes and not typer.confirm(f"{action}?"):
+        raise typer.Exit(1)
+    m.run(destroy_source)
+
+
+@handle_errors
+def status(stack: str = typer.Argument(..., help=STACK_HELP)) -> None:
+    """Each endpoint's health and live engine metrics (KV cache, queue, time to first token)."""
+    from infra.lifecycle.status import endpoint_status
+
+    s = load_stack(stack)
+    found = endpoints(make_deployer().outputs(s), s.name)
+    results = [endpoint_status(url) for url in found]
+    for r in results:
+        for line in r.lines():
+            say(line)
+    if not all(r.healthy for r in results):
+        raise typer.Exit(1)
+
+
+@handle_errors
+def bench(
+    stack: str = typer.Argument(..., help=STACK_HELP),
+    requests: int = typer.Option(64, help="how many chat completions"),
+    concurrency: int = typer.Option(8, help="at most this many at a time"),
+    prompt_tokens: int = typer.Option(256, help="prompt length (tokens, about)"),
+    output_tokens: int = typer.Option(128, help="output length (tokens)"),
+    json_out: Path = typer.Option(None, "--json", help="write the report here (default .inferry/bench/STACK.json)"),
+) -> None:
+    """Load the endpoint; print tokens/s, TTFT and inter-token latency; record tokens/s for `inferry plan`."""
+    from infra.lifecycle.bench import run_bench
+
+    s = load_stack(stack)
+    spec_args = dict(requests=requests, concurrency=concurrency, prompt_tokens=prompt_tokens,
+                     output_tokens=output_tokens)
+    for line in run_bench(s, make_deployer(), spec_args, json_out):
+        say(line)
+
+
+def register(app: typer.Typer) -> None:
+    """Add these commands to the app."""
+    for fn in (preview, up, destroy, outputs, migrate, status, bench):
+        app.command()(fn)
+
+
+__all__ = ["register", "InferryError"]

@@ -1,0 +1,1 @@
+"""Stack lifecycle: deploy, migrate between providers, observe and benchmark endpoints."""

@@ -1,0 +1,49 @@
+"""`inferry bench` for a stack: find its endpoint, run the load, write JSON, record the measured tokens/s."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from infra.lifecycle.deployer import Deployer, endpoints
+from infra.lifecycle.loadgen import BenchReport, LoadSpec, run_load
+from infra.secrets import resolve
+from infra.stackfile import Stack, project_root
+
+
+def _ms(p) -> str:
+    return "n/a" if p.p50 is None else f"p50 {p.p50:.1f} / p90 {p.p90:.1f} / p99 {p.p99:.1f} ms"
+
+
+def report_lines(r: BenchReport) -> list[str]:
+    """How the report prints."""
+    s = r.spec
+    return [f"{r.endpoint}  {r.model}: {s.requests} requests, concurrency {s.concurrency}, "
+            f"~{s.prompt_tokens} prompt / {s.output_tokens} output tokens",
+            f"  completed {r.completed}, errors {r.errors}, {r.duration_s:.1f}s",
+            f"  output tokens/s: {r.output_tokens_per_s:.1f}",
+            f"  time to first token: {_ms(r.ttft_ms)}",
+            f"  inter-token latency: {_ms(r.itl_ms)}"] + [f"  error: {e}" for e in r.error_samples]
+
+
+def run_bench(stack: Stack, deployer: Deployer, spec_args: dict, json_out: Path | None) -> list[str]:
+    """Bench the stack's first endpoint (the load balancer when there is one); returns the printed lines."""
+    spec = LoadSpec(**spec_args)
+    url = endpoints(deployer.outputs(stack), stack.name)[0]
+    key = resolve(stack.deployment.serving.api_key, stack.name, "serving.api_key", stack.path)
+    report = run_load(url, key, stack.deployment.model.name, spec)
+    path = json_out or project_root() / ".inferry" / "bench" / f"{stack.name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+    lines = report_lines(report) + [f"  report: {path}"]
+    if report.completed and not report.errors:
+        from infra.measurements import record_measured_tps
+
+        record_measured_tps(stack.name, report.output_tokens_per_s,
+                            {"endpoint": url, "requests": spec.requests, "concurrency": spec.concurrency,
+                             "prompt_tokens": spec.prompt_tokens, "output_tokens": spec.output_tokens,
+                             "ttft_p50_ms": report.ttft_ms.p50, "itl_p50_ms": report.itl_ms.p50})
+        lines.append(f"  recorded {report.output_tokens_per_s:.1f} output tokens/s for {stack.name}: "
+                     f"`inferry plan {stack.name}` prices from it")
+    else:
+        lines.append("  not recorded: a run with errors does not measure the engine")
+    return lines

@@ -1,0 +1,82 @@
+"""A migration's journal under .inferry/migrations/: which steps finished, so a re-run resumes."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from infra.stackfile import Stack
+
+JOURNAL_DIR = ".inferry/migrations"
+RATE_FILE = "transfer-rate.json"
+DEFAULT_RATE = 100e6  # bytes/s between two providers' S3 endpoints when nothing was measured yet
+
+
+def fingerprint(a: Stack, b: Stack) -> str:
+    """Changes when either stack's deployment changes: a journal of other stack files is stale."""
+    text = a.deployment.model_dump_json() + "\0" + b.deployment.model_dump_json()
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _write(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)  # atomic: a crash never leaves half a journal
+
+
+@dataclass
+class Journal:
+    """Finished steps of one migration (source -> target), keyed to both stacks' contents."""
+
+    path: Path
+    fingerprint: str
+    done: dict[str, str] = field(default_factory=dict)
+    stale: bool = False
+
+    @classmethod
+    def open(cls, root: Path, a: Stack, b: Stack) -> Journal:
+        """The journal for a -> b; a journal written for other stack contents is discarded."""
+        path = root / JOURNAL_DIR / f"{a.name}--{b.name}.json"
+        fp = fingerprint(a, b)
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return cls(path, fp)
+        if data.get("fingerprint") != fp:
+            return cls(path, fp, stale=True)
+        return cls(path, fp, dict(data.get("done", {})))
+
+    def is_done(self, step: str) -> bool:
+        """Whether a step finished in an earlier run."""
+        return step in self.done
+
+    def mark(self, step: str, detail: str) -> None:
+        """Record a finished step."""
+        self.done[step] = detail
+        _write(self.path, {"fingerprint": self.fingerprint, "done": self.done, "updated": time.time()})
+
+    def finish(self) -> None:
+        """The migration completed: forget it, so the next one starts from the beginning."""
+        self.path.unlink(missing_ok=True)
+
+
+def load_rate(root: Path) -> tuple[float, str]:
+    """(bytes/s, 'measured' | 'default') for estimating a weight copy."""
+    try:
+        rate = float(json.loads((root / JOURNAL_DIR / RATE_FILE).read_text())["bytes_per_s"])
+        if rate > 0:
+            return rate, "measured"
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return DEFAULT_RATE, "default"
+
+
+def record_rate(root: Path, nbytes: int, seconds: float) -> None:
+    """Remember the rate of a real copy (only copies big enough to mean something)."""
+    if nbytes >= 1 << 20 and seconds > 0:
+        _write(root / JOURNAL_DIR / RATE_FILE, {"bytes_per_s": nbytes / seconds, "bytes": nbytes,
+                                                "seconds": seconds, "measured": time.time()})

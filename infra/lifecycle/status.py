@@ -1,0 +1,107 @@
+"""`inferry status`: each endpoint's health and the engine's live metrics, from its Prometheus text."""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from infra.lifecycle import probe
+
+# vLLM's metric names (vLLM 0.33 /metrics; reference/environment.md).
+KV_USAGE = "vllm:kv_cache_usage_perc"
+RUNNING = "vllm:num_requests_running"
+WAITING = "vllm:num_requests_waiting"
+TTFT = "vllm:time_to_first_token_seconds"
+
+
+def histogram_quantile(q: float, buckets: list[tuple[float, float]]) -> float | None:
+    """Prometheus' histogram_quantile over cumulative (upper bound, count) buckets; None without samples."""
+    buckets = sorted(buckets)
+    if not buckets or buckets[-1][1] <= 0:
+        return None
+    rank = q * buckets[-1][1]
+    lower, below = 0.0, 0.0
+    for upper, count in buckets:
+        if count >= rank:
+            if math.isinf(upper):
+                return lower  # the +Inf bucket: the highest finite bound is the best answer
+            if count == below:
+                return upper
+            return lower + (upper - lower) * (rank - below) / (count - below)
+        lower, below = upper, count
+    return lower
+
+
+@dataclass(frozen=True)
+class EngineMetrics:
+    """The live numbers an operator looks at first."""
+
+    kv_cache_usage: float | None  # fraction 0..1 of the KV-cache blocks in use
+    running: float | None
+    waiting: float | None
+    ttft_p50: float | None  # seconds, since the engine started
+    ttft_p95: float | None
+    ttft_count: int
+
+
+def parse_metrics(text: str) -> EngineMetrics:
+    """Read the engine's metrics from Prometheus text (summing over label sets, e.g. per engine)."""
+    gauges: dict[str, list[float]] = defaultdict(list)
+    buckets: dict[float, float] = defaultdict(float)
+    count = 0.0
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name in (KV_USAGE, RUNNING, WAITING):
+                gauges[s.name].append(s.value)
+            elif s.name == TTFT + "_bucket":
+                buckets[float(s.labels["le"])] += s.value
+            elif s.name == TTFT + "_count":
+                count += s.value
+    kv = gauges.get(KV_USAGE)
+    return EngineMetrics(
+        kv_cache_usage=sum(kv) / len(kv) if kv else None,
+        running=sum(gauges[RUNNING]) if RUNNING in gauges else None,
+        waiting=sum(gauges[WAITING]) if WAITING in gauges else None,
+        ttft_p50=histogram_quantile(0.5, list(buckets.items())),
+        ttft_p95=histogram_quantile(0.95, list(buckets.items())),
+        ttft_count=int(count))
+
+
+@dataclass(frozen=True)
+class EndpointStatus:
+    """One endpoint: does it answer, and what its engine reports."""
+
+    url: str
+    healthy: bool
+    metrics: EngineMetrics | None = None
+    error: str | None = None
+
+    def lines(self) -> list[str]:
+        """How `inferry status` prints it."""
+        head = f"{self.url}  {'healthy' if self.healthy else 'NOT HEALTHY'}"
+        if self.metrics is None:
+            return [head, f"  metrics: {self.error or 'unavailable'}"]
+        m = self.metrics
+        kv = f"{m.kv_cache_usage * 100:.1f}%" if m.kv_cache_usage is not None else "n/a"
+        ttft = (f"p50 {m.ttft_p50 * 1000:.0f} ms, p95 {m.ttft_p95 * 1000:.0f} ms over {m.ttft_count} requests"
+                if m.ttft_p50 is not None and m.ttft_p95 is not None else "no requests yet")
+        return [head, f"  KV cache: {kv}   running: {_n(m.running)}   waiting: {_n(m.waiting)}",
+                f"  time to first token: {ttft}"]
+
+
+def _n(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.0f}"
+
+
+def endpoint_status(url: str, timeout: float = 3.0) -> EndpointStatus:
+    """Probe one endpoint's /health and /metrics."""
+    healthy = probe.healthy(url, timeout)
+    code, text = probe.get(probe.base_url(url) + "/metrics", timeout)
+    if code != 200:
+        return EndpointStatus(url, healthy, error=f"GET /metrics answered {code or 'nothing'}")
+    try:
+        return EndpointStatus(url, healthy, parse_metrics(text))
+    except (ValueError, KeyError) as e:
+        return EndpointStatus(url, healthy, error=f"unreadable Prometheus text: {e}")
