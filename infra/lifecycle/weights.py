@@ -1,0 +1,48 @@
+"""The production `WeightMover`: infra.storage's verified copy between two stacks' S3-compatible stores."""
+from __future__ import annotations
+
+from infra.errors import StorageError
+from infra.lifecycle.deployer import Progress
+from infra.lifecycle.migrate import Transfer
+from infra.stackfile import Stack
+
+
+def _store(stack: Stack):
+    """(settings for the bucket holding the model, model prefix) in the stack's store."""
+    from infra.storage.settings import StoreSettings
+
+    m = stack.deployment.model
+    return StoreSettings.from_stack(stack).with_bucket(m.weights_bucket), m.weights_prefix
+
+
+class StoreWeights:
+    """Copies a model from one stack's store to another's: streamed part by part, skipped when present."""
+
+    def size(self, stack: Stack) -> int:
+        """Bytes of the model, from the manifest in the stack's store."""
+        from infra.storage import remote
+        from infra.storage.transfer import Store
+
+        settings, prefix = _store(stack)
+        return remote.read_manifest(Store.of(settings), prefix).total
+
+    def copy(self, src: Stack, dst: Stack, progress: Progress) -> Transfer:
+        """Copy what dst's store lacks (resumable: files already there are skipped)."""
+        from infra.storage.sync import copy
+
+        (s, s_prefix), (d, d_prefix) = _store(src), _store(dst)
+        result = copy(s, s_prefix, d, d_prefix)
+        progress(result.summary)
+        return Transfer(result.manifest.total, result.bytes_moved, result.seconds)
+
+    def verify(self, stack: Stack) -> None:
+        """Re-hash every stored file against the manifest; StorageError naming the bad files."""
+        from infra.storage.verify import verify
+
+        settings, prefix = _store(stack)
+        result = verify(settings, prefix)
+        if not result.ok:
+            bad = "; ".join(f"{b.path}: {b.problem}" for b in result.bad[:5])
+            raise StorageError(f"{len(result.bad)} file(s) of {settings.where(prefix)} do not match the manifest: {bad}",
+                               "run the migration again: the copy replaces what does not match",
+                               where=stack.name)

@@ -1,0 +1,99 @@
+"""`inferry status`: health and live engine metrics parsed from real Prometheus text."""
+from __future__ import annotations
+
+import pytest
+from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest, start_http_server
+
+from infra.lifecycle.deployer import OutputValue
+from infra.lifecycle.status import endpoint_status, histogram_quantile, parse_metrics
+
+# vLLM's TTFT histogram bounds (vllm/v1/metrics/loggers.py).
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+
+
+def vllm_registry(ttfts=(), kv=(0.25, 0.75), running=(3, 1), waiting=(2, 0)) -> CollectorRegistry:
+    """Metrics the way vLLM exports them: one label set per engine core."""
+    reg = CollectorRegistry()
+    labels = ["model_name", "engine"]
+    g_kv = Gauge("vllm:kv_cache_usage_perc", "KV-cache usage", labels, registry=reg)
+    g_run = Gauge("vllm:num_requests_running", "running", labels, registry=reg)
+    g_wait = Gauge("vllm:num_requests_waiting", "waiting", labels, registry=reg)
+    h = Histogram("vllm:time_to_first_token_seconds", "TTFT", labels, buckets=TTFT_BUCKETS, registry=reg)
+    for i in range(len(kv)):
+        lab = ("llama-3.1-8b-instruct", str(i))
+        g_kv.labels(*lab).set(kv[i])
+        g_run.labels(*lab).set(running[i])
+        g_wait.labels(*lab).set(waiting[i])
+    for j, t in enumerate(ttfts):
+        h.labels("llama-3.1-8b-instruct", str(j % len(kv))).observe(t)
+    return reg
+
+
+def test_histogram_quantile_interpolates_like_prometheus():
+    buckets = [(0.1, 50.0), (0.5, 90.0), (1.0, 100.0), (float("inf"), 100.0)]
+    assert histogram_quantile(0.5, buckets) == pytest.approx(0.1)
+    assert histogram_quantile(0.7, buckets) == pytest.approx(0.1 + 0.4 * 20 / 40)
+    assert histogram_quantile(0.95, buckets) == pytest.approx(0.5 + 0.5 * 5 / 10)
+    assert histogram_quantile(0.5, [(0.1, 0.0), (float("inf"), 0.0)]) is None
+    assert histogram_quantile(0.99, [(0.1, 1.0), (float("inf"), 10.0)]) == 0.1  # +Inf: highest finite bound
+
+
+def test_parse_vllm_metrics_sums_engines():
+    ttfts = [0.03] * 50 + [0.2] * 45 + [2.0] * 5
+    m = parse_metrics(generate_latest(vllm_registry(ttfts)).decode())
+    assert m.kv_cache_usage == pytest.approx(0.5)
+    assert (m.running, m.waiting, m.ttft_count) == (4, 2, 100)
+    assert 0.02 < m.ttft_p50 <= 0.04
+    assert 0.1 < m.ttft_p95 <= 0.25
+
+
+def test_parse_without_requests_or_metrics():
+    m = parse_metrics(generate_latest(vllm_registry()).decode())
+    assert m.ttft_p50 is None and m.ttft_count == 0
+    empty = parse_metrics("")
+    assert (empty.kv_cache_usage, empty.running, empty.waiting) == (None, None, None)
+
+
+@pytest.fixture
+def metrics_server():
+    server, thread = start_http_server(0, addr="127.0.0.1", registry=vllm_registry([0.05] * 10))
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    thread.join(5)
+
+
+def test_endpoint_status_reads_a_live_endpoint(metrics_server):
+    s = endpoint_status(metrics_server + "/v1")
+    assert s.healthy and s.metrics.running == 4 and s.metrics.ttft_count == 10
+    text = "\n".join(s.lines())
+    assert "KV cache: 50.0%" in text and "running: 4" in text and "p50 50 ms" in text
+
+
+def test_endpoint_status_of_a_dead_endpoint():
+    s = endpoint_status("http://127.0.0.1:9", timeout=1)
+    assert not s.healthy and s.metrics is None
+    assert "NOT HEALTHY" in s.lines()[0] and "answered nothing" in s.lines()[1]
+
+
+class StaticDeployer:
+    """A Deployer whose stack is already up at known endpoints."""
+
+    def __init__(self, **outputs):
+        self.values = {k: OutputValue(v) for k, v in outputs.items()}
+
+    def outputs(self, stack):
+        return self.values
+
+
+def test_cli_status(cli, monkeypatch, metrics_server):
+    monkeypatch.setattr("cli.lifecycle.make_deployer", lambda: StaticDeployer(endpoint=metrics_server))
+    r = cli("status", "eu-ssh")
+    assert r.exit_code == 0, r.output
+    assert f"{metrics_server}  healthy" in r.output and "waiting: 2" in r.output
+    monkeypatch.setattr("cli.lifecycle.make_deployer",
+                        lambda: StaticDeployer(endpoints=[metrics_server, "http://127.0.0.1:9"]))
+    r = cli("status", "eu-ssh")
+    assert r.exit_code == 1 and "http://127.0.0.1:9  NOT HEALTHY" in r.output
+    monkeypatch.setattr("cli.lifecycle.make_deployer", lambda: StaticDeployer())
+    r = cli("status", "eu-ssh")
+    assert r.exit_code == 1 and "exports no endpoint" in r.output and "inferry up eu-ssh" in r.output
