@@ -183,3 +183,26 @@ def _output(value: Any) -> OutputValue:
     if isinstance(value, pulumi.Output):
         return OutputValue(unsecret(_sync_await(value.future())), bool(_sync_await(value.is_secret())))
     return OutputValue(unsecret(value))
+
+
+def write_stack(folder: Path, name: str, *, target: dict, storage_endpoint: str, env_prefix: str,
+                provider: dict | None = None, port: int = 8000, **sections: Any) -> Path:
+    """A stack file for tests: the example deployment with this target and store; secrets via {env: PREFIX_*}."""
+    import yaml
+
+    doc = yaml.safe_load((ROOT / "stacks" / "Pulumi.eu-ssh.yaml").read_text())
+    d = doc["config"]["inferry:deployment"]
+    env = lambda key: {"env": f"{env_prefix}_{key}"}  # noqa: E731
+    d["target"] = target
+    d["storage"] = {"endpoint": storage_endpoint, "region": "us-east-1", "bucket": "inferry-weights",
+                    "access_key_id": env("S3_ACCESS"), "secret_access_key": env("S3_SECRET")}
+    d["provider"] = {"name": name, "region": "test", "gpu": "H100-80GB", "price_per_gpu_hour": 2.79,
+                     **(provider or {})}
+    d["serving"] = {"port": port, "api_key": env("API_KEY")}
+    d.pop("policy", None)
+    d.update(sections)
+    doc["config"] = {"inferry:deployment": d}
+    doc.pop("encryptionsalt", None)
+    path = Path(folder) / f"Pulumi.{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
