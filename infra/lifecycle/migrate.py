@@ -114,6 +114,7 @@ class Migration:
             raise InferryError(f"{self.a.name} and {self.b.name} serve different things:\n{lines}",
                                "a migration moves a deployment; make model and engine identical, "
                                "or pass --allow-changes", where=f"migrate {self.a.name} -> {self.b.name}")
+        self.api_key(self.b)  # a missing secret stops the migration before anything is copied
         estimate = None
         if self.a.deployment.model.weights.startswith("s3://"):
             rate, source = load_rate(self.root)
@@ -134,7 +135,7 @@ class Migration:
             self.say(f"[{i}/{len(steps)}] {title}")
             try:
                 detail = getattr(self, f"_step_{step}")()
-            except (InferryError, OSError, ValueError, RuntimeError) as e:
+            except Exception as e:  # noqa: BLE001 - whatever failed, say where and that A still serves
                 raise MigrationError(self.a, self.b, step, e, self.a_endpoints) from None
             self.journal.mark(step, detail)
             self.say(f"      ok: {detail}")
