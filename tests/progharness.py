@@ -24,7 +24,7 @@ from infra.lifecycle.deployer import Changes, OutputValue, Progress
 from infra.stackfile import Stack
 from tests.harness import ROOT, RecordingMocks, Recorded, stack_config, unsecret
 
-DYNAMIC = "pulumi-python:dynamic:Resource"
+DYNAMIC = "pulumi-python:dynamic"  # the type token's prefix: `...:Resource`, or `.../MODULE:NAME` when named
 PROVIDER_KEY = "__provider"
 
 
@@ -48,29 +48,31 @@ class DynamicMocks(RecordingMocks):
         self.ops: dict[str, int] = {}
         self.lock = threading.Lock()
 
-    def _count(self, op: str, name: str) -> None:
+    def _count(self, op: str, key: str) -> None:
         with self.lock:
             self.ops[op] = self.ops.get(op, 0) + 1
         if op != "same":
-            self.progress(f"  {op} {name}")
+            typ, _, name = key.rpartition("::")
+            self.progress(f"  {op} {typ.removeprefix(DYNAMIC).strip('/:')} {name}")
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
-        if args.typ != DYNAMIC:
+        if not args.typ.startswith(DYNAMIC):
             return super().new_resource(args)
         self.resources.append(Recorded(args.typ, args.name, dict(args.inputs), args.provider))
+        key = f"{args.typ}::{args.name}"  # the URN's distinguishing part
         news = unsecret(dict(args.inputs))
         provider = provider_of(news)
-        old = self.old.get(args.name)
+        old = self.old.get(key)
         check = provider.check(old["inputs"] if old else {}, news)
         if check.failures:
             raise InferryError(f"{args.name}: " + "; ".join(f"{f.property}: {f.reason}" for f in check.failures))
         news = {**(check.inputs or news), PROVIDER_KEY: news[PROVIDER_KEY]}
-        rid, outs, op = self._apply(args.name, provider, old, news)
+        rid, outs, op = self._apply(key, provider, old, news)
         record = {"id": rid, "inputs": news, "outputs": {**outs, PROVIDER_KEY: news[PROVIDER_KEY]}}
         with self.lock:
-            if args.name in self.new:
-                raise InferryError(f"two dynamic resources named {args.name!r}: names must be unique")
-            self.new[args.name] = record
+            if key in self.new:
+                raise InferryError(f"two resources {key!r}: names must be unique per type")
+            self.new[key] = record
         self._count(op, args.name)
         return rid, record["outputs"]
 
@@ -169,7 +171,7 @@ class ProgramHarness:
         for name in reversed(list(resources)):
             r = resources.pop(name)
             provider_of(r["outputs"]).delete(r["id"], r["outputs"])
-            progress(f"  delete {name}")
+            progress(f"  delete {name.rpartition('::')[2]}")
             self._save(stack, resources, {})
         self._save(stack, {}, {})
         return Changes({"delete": count} if count else {})
