@@ -16,6 +16,9 @@ from typing import Any, Callable
 import dill
 import pulumi
 import pulumi.runtime
+from pulumi.dynamic import Config as DynamicConfig
+from pulumi.dynamic import ConfigureRequest
+from pulumi.runtime._serialization import _deserialize
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
@@ -29,8 +32,11 @@ PROVIDER_KEY = "__provider"
 
 
 def provider_of(props: dict[str, Any]):
-    """The provider pickled in a dynamic resource's `__provider` (as Pulumi's provider host loads it)."""
-    return dill.loads(base64.b64decode(props[PROVIDER_KEY]))
+    """The provider pickled in a dynamic resource's `__provider`, loaded and configured as Pulumi's provider
+    host does (pulumi/dynamic/__main__.py: captured Outputs restore only inside `_deserialize`)."""
+    provider = _deserialize(lambda: dill.loads(base64.b64decode(props[PROVIDER_KEY])))
+    provider.configure(ConfigureRequest(config=DynamicConfig(raw_config={}, project_name="inferry")))
+    return provider
 
 
 def _changed(result, olds: dict, news: dict) -> bool:
