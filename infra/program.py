@@ -5,12 +5,14 @@ import sys
 from typing import Any
 
 from infra.errors import InferryError
+from infra.plan import require_fit
 from infra.stackfile import Stack, load_from_pulumi
 
 
 def build(stack: Stack) -> dict[str, Any]:
     """Create every resource of the stack; returns what the stack exports."""
     d = stack.deployment
+    require_fit(d)  # refuse before creating anything: an infeasible stack fails `pulumi preview`
     return {
         "model": d.model.name,
         "engine": d.engine.kind,

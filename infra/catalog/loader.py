@@ -35,7 +35,7 @@ def models() -> dict[str, ModelArch]:
     """Every catalog model architecture by key."""
     out = {}
     for k, v in _read("models").items():
-        v = dict(v)
+        v = dict(v, num_params=float(v["num_params"]))  # YAML 1.1 reads 8.03e9 as a string
         out[k] = ModelArch(key=k, aliases=tuple(v.pop("aliases", ())), **v)
     return out
 
