@@ -34,10 +34,10 @@ def _candidates(d: Deployment, info: ModelInfo) -> Iterator[tuple[str, Any, str,
     for tp in (t for t in TP_CHOICES if t > e.tensor_parallel_size):
         more = _with(_with(d, "engine", tensor_parallel_size=tp), "provider",
                      gpu_count=max(d.provider.gpu_count, tp * e.pipeline_parallel_size))
-        yield "engine.tensor_parallel_size", tp, f"{tp} GPUs per replica (provider.gpu_count >= {tp})", more
+        yield "engine.tensor_parallel_size", tp, f"{tp} GPUs per replica: provider.gpu_count >= {tp}", more
     for other in sorted(catalog.gpus().values(), key=lambda g: g.memory_mib):
         if other.memory_mib > gpu.memory_mib:
-            yield "provider.gpu", other.key, f"{other.memory_mib:,} MiB per GPU", _with(d, "provider", gpu=other.key)
+            yield "provider.gpu", other.key, f"{other.memory_mib:,} MiB per GPU, same count", _with(d, "provider", gpu=other.key)
 
 
 def find_fixes(d: Deployment, info: ModelInfo, limit: int = 3) -> list[Fix]:

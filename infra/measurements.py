@@ -27,9 +27,11 @@ class Measurement:
 
 
 def measurements_dir(root: Path | None = None) -> Path:
-    """Where measurements live: <project root>/.inferry/measurements."""
+    """Where measurements live: $INFERRY_STATE_DIR/measurements, else <project root>/.inferry/measurements."""
     from infra.stackfile import project_root
 
+    if root is None and os.environ.get("INFERRY_STATE_DIR"):
+        return Path(os.environ["INFERRY_STATE_DIR"]) / "measurements"
     return (root or project_root()) / ".inferry" / "measurements"
 
 

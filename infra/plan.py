@@ -136,5 +136,5 @@ def sizing_problems(d: Deployment) -> list[Problem]:
     v = plan.verdict
     problems = [Problem("engine", note, severity="warning") for note in v.notes]
     if not v.fits:
-        problems.append(Problem("engine.max_model_len", v.reason, hint=fix_text(plan).replace("\n  ", "; ")))
+        problems.append(Problem(v.field, v.reason, hint=fix_text(plan).replace("\n  ", "; ")))
     return problems

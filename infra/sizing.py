@@ -4,7 +4,7 @@ Every constant below is written down with where it comes from in docs/sizing.md.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from infra.catalog import GIB, MIB, GpuSpec, ModelArch
@@ -81,7 +81,8 @@ class Verdict:
     kv_capacity_tokens: int
     max_concurrency: float
     headroom_bytes: int
-    notes: tuple[str, ...] = field(default_factory=tuple)
+    field: str = ""  # the stack field the refusal is about, e.g. engine.max_model_len
+    notes: tuple[str, ...] = ()
 
 
 def kv_bytes_per_token(arch: ModelArch, dtype_bytes: int, tp: int = 1, pp: int = 1) -> int:
@@ -150,26 +151,30 @@ def size(inp: SizingInput) -> Verdict:
     figures = dict(budget=b, kv_bytes_per_token=total_pt, kv_bytes_per_token_per_gpu=per_gpu,
                    kv_capacity_tokens=tokens, max_concurrency=round(tokens / inp.max_model_len, 2),
                    headroom_bytes=b.kv - need, notes=inp.notes)
-    why = _refusal(inp, b, tokens)
-    return Verdict(fits=not why, reason=why or _ok(inp, tokens), **figures)
+    where, why = _refusal(inp, b, tokens)
+    return Verdict(fits=not why, reason=why or _ok(inp, tokens), field=where, **figures)
 
 
-def _refusal(inp: SizingInput, b: Budget, tokens: int) -> str:
-    """Why the engine would refuse to start, or '' when it starts."""
+def _refusal(inp: SizingInput, b: Budget, tokens: int) -> tuple[str, str]:
+    """(stack field to change, why the engine would refuse to start), or ('', '') when it starts."""
     a = inp.arch
     if inp.max_model_len > a.max_context:
-        return f"max_model_len {inp.max_model_len:,} exceeds {a.key}'s maximum context {a.max_context:,}"
+        return "engine.max_model_len", (
+            f"max_model_len {inp.max_model_len:,} exceeds {a.key}'s maximum context {a.max_context:,}")
     if a.num_attention_heads % inp.tp:
-        return f"tensor_parallel_size {inp.tp} does not divide {a.key}'s {a.num_attention_heads} attention heads"
+        return "engine.tensor_parallel_size", (
+            f"tensor_parallel_size {inp.tp} does not divide {a.key}'s {a.num_attention_heads} attention heads")
     if inp.fp8_compute and not inp.gpu.fp8:
-        return f"{inp.gpu.key} has no FP8 support, which TensorRT-LLM's fp8 quantization needs"
+        return "provider.gpu", f"{inp.gpu.key} has no FP8 support, which TensorRT-LLM's fp8 quantization needs"
     if b.kv <= 0:
-        return (f"weights ({_gib(b.weights)} per GPU) + activations ({_gib(b.activations)}) + runtime "
-                f"({_gib(b.overhead)}) exceed the {_gib(b.usable)} the engine may use on a {inp.gpu.key}")
+        return "provider.gpu", (
+            f"weights ({_gib(b.weights)} per GPU) + activations ({_gib(b.activations)}) + runtime "
+            f"({_gib(b.overhead)}) exceed the {_gib(b.usable)} the engine may use on a {inp.gpu.key}")
     if tokens < inp.max_model_len:
-        return (f"the KV cache holds {tokens:,} tokens ({_gib(b.kv)} per GPU) but one request at "
-                f"max_model_len needs {inp.max_model_len:,}")
-    return ""
+        return "engine.max_model_len", (
+            f"the KV cache holds {tokens:,} tokens ({_gib(b.kv)} per GPU) but one request at "
+            f"max_model_len needs {inp.max_model_len:,}")
+    return "", ""
 
 
 def _ok(inp: SizingInput, tokens: int) -> str:
