@@ -12,8 +12,10 @@ from rich.table import Table
 from cli.common import err, handle_errors, out
 from infra.catalog import GIB
 from infra.measurements import load_measured_tps
+from infra.modelinfo import Reader, s3_reader
 from infra.plan import Plan, fix_text, make_plan
-from infra.stackfile import load_stack
+from infra.secrets import resolve as resolve_secret
+from infra.stackfile import Stack, load_stack
 from infra.suggest import Option, suggest
 
 WIDTH = 120  # tables stay readable when stdout is not a terminal (rich falls back to 80 columns)
@@ -76,16 +78,35 @@ def _suggest_table(options: list[Option]) -> Table:
     return t
 
 
+def _store_reader(s: Stack) -> Reader | None:
+    """A reader of the model folder in the stack's weight store (credentials from the stack's secrets)."""
+    import boto3
+    from botocore.config import Config
+
+    d = s.deployment
+    if d.model.weights_bucket is None:
+        return None
+    key = lambda field, ref: resolve_secret(ref, s.name, field, s.path)  # noqa: E731
+    client = boto3.client(
+        "s3", endpoint_url=d.storage.endpoint, region_name=d.storage.region,
+        aws_access_key_id=key("storage.access_key_id", d.storage.access_key_id),
+        aws_secret_access_key=key("storage.secret_access_key", d.storage.secret_access_key),
+        config=Config(signature_version="s3v4", s3={"addressing_style": d.storage.addressing_style}))
+    return s3_reader(client, d.model.weights_bucket, d.model.weights_prefix or "")
+
+
 @handle_errors
 def plan(
     stack: str = typer.Argument(..., help=STACK_HELP),
     as_json: bool = typer.Option(False, "--json", help="print JSON for machines"),
     show_suggest: bool = typer.Option(False, "--suggest", help="rank catalog GPUs and providers by CPM"),
+    from_store: bool = typer.Option(False, "--from-store", help="read config.json from the weight store"),
 ) -> None:
     """Will the model fit (weights + KV cache), on which GPU, at what cost per million tokens."""
     s = load_stack(stack)
     measured = load_measured_tps(s.name)
-    p = make_plan(s.deployment, measured.tokens_per_second if measured else None)
+    read = _store_reader(s) if from_store else None
+    p = make_plan(s.deployment, measured.tokens_per_second if measured else None, read=read)
     options = suggest(s.deployment) if show_suggest else []
     if as_json:
         doc = plan_json(p)

@@ -9,7 +9,7 @@ from typing import Any
 
 from infra.catalog import ModelArch, find_model
 from infra.config import Deployment
-from infra.errors import SizingError
+from infra.errors import SizingError, StorageError
 from infra.sizing import DTYPE_BYTES, weight_bytes
 
 # Reads one file of the model folder by name; None when it is not there.
@@ -38,11 +38,18 @@ def local_reader(folder: Path) -> Reader:
 
 def s3_reader(client: Any, bucket: str, prefix: str) -> Reader:
     """Read files of a model folder in an S3-compatible store (a boto3 client)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
     def read(name: str) -> bytes | None:
+        key = f"{prefix.rstrip('/')}/{name}"
         try:
-            return client.get_object(Bucket=bucket, Key=f"{prefix.rstrip('/')}/{name}")["Body"].read()
+            return client.get_object(Bucket=bucket, Key=key)["Body"].read()
         except client.exceptions.NoSuchKey:
             return None
+        except (BotoCoreError, ClientError) as e:
+            raise StorageError(f"could not read s3://{bucket}/{key}: {e}",
+                               "check storage.endpoint and the store's keys, or plan without --from-store",
+                               where="storage") from None
     return read
 
 
