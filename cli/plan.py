@@ -13,7 +13,8 @@ from cli.common import err, handle_errors, out
 from infra.catalog import GIB
 from infra.measurements import load_measured_tps
 from infra.modelinfo import Reader, s3_reader
-from infra.plan import Plan, fix_text, make_plan
+from infra.fit import fix_text, plan_with_fixes
+from infra.plan import Plan
 from infra.secrets import resolve as resolve_secret
 from infra.stackfile import Stack, load_stack
 from infra.suggest import Option, suggest
@@ -106,7 +107,7 @@ def plan(
     s = load_stack(stack)
     measured = load_measured_tps(s.name)
     read = _store_reader(s) if from_store else None
-    p = make_plan(s.deployment, measured.tokens_per_second if measured else None, read=read)
+    p = plan_with_fixes(s.deployment, measured.tokens_per_second if measured else None, read=read)
     options = suggest(s.deployment) if show_suggest else []
     if as_json:
         doc = plan_json(p)

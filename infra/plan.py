@@ -7,7 +7,6 @@ from typing import Any
 from infra import catalog
 from infra.config import Deployment, KubernetesTarget, VllmEngine
 from infra.cost import Throughput, choose_throughput, cpm, decode_estimate, usd_per_hour
-from infra.errors import InferryError, Problem, SizingError
 from infra.modelinfo import ModelInfo, Reader, resolve, weights_on_gpus
 from infra.sizing import SizingInput, Verdict, size
 
@@ -70,9 +69,12 @@ def sizing_input(d: Deployment, info: ModelInfo) -> tuple[SizingInput, str]:
     quant = None if quant == "full_prec" else quant
     dtype = e.dtype if vllm and e.dtype != "auto" else d.model.dtype
     weights, source = weights_on_gpus(info, quant, dtype)
-    notes = ()
+    notes: tuple[str, ...] = ()
     if vllm and quant == "fp8" and not gpu.fp8:
-        notes = (f"{gpu.key} has no FP8 tensor cores: vLLM runs fp8 weight-only (Marlin), slower",)
+        notes += (f"{gpu.key} has no FP8 tensor cores: vLLM runs fp8 weight-only (Marlin), slower",)
+    if d.provider.gpu_count > e.gpus:
+        notes += (f"provider.gpu_count {d.provider.gpu_count} but the engine uses {e.gpus}: "
+                  "the rest are paid for and idle",)
     inp = SizingInput(
         arch=info.arch, gpu=gpu, weights_bytes=weights,
         max_model_len=e.max_model_len or info.arch.max_context, tp=e.tensor_parallel_size,
@@ -91,11 +93,8 @@ def evaluate(d: Deployment, info: ModelInfo | None = None) -> tuple[SizingInput,
     return inp, size(inp), source
 
 
-def make_plan(d: Deployment, measured_tps: float | None = None, read: Reader | None = None,
-              with_fixes: bool = True) -> Plan:
-    """The full plan: fit, cost and (when it does not fit) the fixes that would make it fit."""
-    from infra.fixes import find_fixes  # fixes re-evaluate deployments through this module
-
+def make_plan(d: Deployment, measured_tps: float | None = None, read: Reader | None = None) -> Plan:
+    """The plan: fit and cost (infra.fit adds the fixes when it does not fit)."""
     info = resolve(d, read)
     inp, verdict, source = evaluate(d, info)
     estimate, batch = decode_estimate(verdict.budget.weights, verdict.kv_bytes_per_token_per_gpu, inp.gpu,
@@ -104,37 +103,6 @@ def make_plan(d: Deployment, measured_tps: float | None = None, read: Reader | N
     n = replicas(d)
     hourly = usd_per_hour(d.provider.price_per_gpu_hour, d.provider.gpu_count, n)
     per_replica = usd_per_hour(d.provider.price_per_gpu_hour, d.provider.gpu_count)
-    fixes = find_fixes(d, info) if with_fixes and not verdict.fits else []
     return Plan(gpu=inp.gpu.key, gpu_count=d.provider.gpu_count, replicas=n, model=info, weights_source=source,
                 sizing=inp, verdict=verdict, throughput=tput, usd_per_hour=hourly,
-                cpm_usd=cpm(per_replica, tput.tokens_per_second), residency=d.policy.residency, fixes=fixes)
-
-
-def require_fit(d: Deployment) -> Verdict:
-    """The verdict when the deployment fits; SizingError with the reason and the smallest fix otherwise."""
-    plan = make_plan(d)
-    if plan.verdict.fits:
-        return plan.verdict
-    raise SizingError(plan.verdict.reason, fix_text(plan), where=f"{plan.model.arch.key} on {plan.gpu}")
-
-
-def fix_text(plan: Plan) -> str:
-    """The smallest fix, then the alternatives, as one line each."""
-    if not plan.fixes:
-        return "no single change fits: use a smaller or quantized model, or more/larger GPUs"
-    first, *rest = plan.fixes
-    text = f"set {first.field}: {first.value} ({first.why})"
-    return text + "".join(f"\n  or: set {f.field}: {f.value} ({f.why})" for f in rest)
-
-
-def sizing_problems(d: Deployment) -> list[Problem]:
-    """Sizing findings for `inferry validate`: an error when it does not fit, warnings from the notes."""
-    try:
-        plan = make_plan(d)
-    except InferryError as e:
-        return [Problem(e.where or "model", e.message, hint=e.fix)]
-    v = plan.verdict
-    problems = [Problem("engine", note, severity="warning") for note in v.notes]
-    if not v.fits:
-        problems.append(Problem(v.field, v.reason, hint=fix_text(plan).replace("\n  ", "; ")))
-    return problems
+                cpm_usd=cpm(per_replica, tput.tokens_per_second), residency=d.policy.residency)

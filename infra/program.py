@@ -5,7 +5,7 @@ import sys
 from typing import Any
 
 from infra.errors import InferryError
-from infra.plan import require_fit
+from infra.fit import require_fit
 from infra.stackfile import Stack, load_from_pulumi
 
 

@@ -7,7 +7,7 @@ from infra import catalog
 from infra.config import Deployment
 from infra.cost import cpm, decode_estimate, usd_per_hour
 from infra.errors import InferryError
-from infra.fixes import _with
+from infra.fit import with_fields
 from infra.modelinfo import ModelInfo, resolve
 from infra.plan import evaluate
 from infra.regions import in_eu
@@ -34,7 +34,7 @@ def _smallest_fit(d: Deployment, info: ModelInfo, gpu: str) -> tuple[int, Verdic
     """The fewest GPUs (tensor parallel) of this kind that fit, with the verdict."""
     pp = d.engine.pipeline_parallel_size
     for tp in TP_OPTIONS:
-        changed = _with(_with(d, "engine", tensor_parallel_size=tp), "provider", gpu=gpu, gpu_count=tp * pp)
+        changed = with_fields(with_fields(d, "engine", tensor_parallel_size=tp), "provider", gpu=gpu, gpu_count=tp * pp)
         try:
             inp, verdict, _ = evaluate(changed, info)
         except InferryError:

@@ -12,7 +12,7 @@ Check = Callable[[Deployment], list[Problem]]
 
 def _checks() -> list[Check]:
     # Imported lazily so a broken optional module cannot break loading the config itself.
-    from infra.plan import sizing_problems
+    from infra.fit import sizing_problems
 
     checks: list[Check] = [sizing_problems]
     return checks
