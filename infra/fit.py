@@ -38,7 +38,7 @@ def _candidates(d: Deployment, info: ModelInfo) -> Iterator[tuple[str, Any, str,
                      gpu_count=max(d.provider.gpu_count, tp * e.pipeline_parallel_size))
         yield "engine.tensor_parallel_size", tp, f"{tp} GPUs per replica: provider.gpu_count >= {tp}", more
     for other in sorted(catalog.gpus().values(), key=lambda g: g.memory_mib):
-        if other.memory_mib > gpu.memory_mib:
+        if other.memory_mib > gpu.memory_mib or (other.fp8 and not gpu.fp8):
             yield "provider.gpu", other.key, f"{other.memory_mib:,} MiB per GPU, same count", with_fields(d, "provider", gpu=other.key)
 
 

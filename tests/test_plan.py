@@ -151,3 +151,30 @@ def test_suggest_ranks_by_cpm_and_keeps_residency(cli):
 def test_validate_reports_no_fit(cli, tmp_path):
     r = cli("validate", make_stack(tmp_path, "v", model={"name": "llama-3.1-405b"}))
     assert r.exit_code == 1 and "exceed" in r.stderr
+
+
+def test_catalog_key_typo_suggests(cli, tmp_path):
+    r = cli("plan", make_stack(tmp_path, "c", model={"name": "house-llm", "catalog": "llama-3.1-8"}))
+    assert r.exit_code == 1 and "model.catalog" in r.stderr and "did you mean" in r.stderr
+    code, doc = plan_json(cli, make_stack(tmp_path, "c2", model={"name": "house-llm", "catalog": "llama-3.1-8b"}))
+    assert code == 0 and doc["model"] == "llama-3.1-8b"
+
+
+TRTLLM = {"kind": "tensorrt-llm", "quantization": "fp8", "gpu_memory_utilization": None,
+          "enable_prefix_caching": None, "max_num_seqs": None, "kv_cache_free_gpu_memory_fraction": 0.9}
+
+
+def test_tensorrt_llm_fp8_needs_fp8_hardware(cli, tmp_path):
+    code, doc = plan_json(cli, make_stack(tmp_path, "t", engine=TRTLLM, provider={"gpu": "H100-80GB"}))
+    assert code == 0 and doc["fits"]
+    code, doc = plan_json(cli, make_stack(tmp_path, "t2", engine=TRTLLM, provider={"gpu": "A100-80GB"}))
+    assert code == 1 and "no FP8" in doc["reason"]
+    assert doc["fixes"] and doc["fixes"][0]["field"] == "provider.gpu"
+
+
+def test_vllm_fp8_on_a100_warns(cli, tmp_path):
+    path = make_stack(tmp_path, "a", provider={"gpu": "A100-80GB"})
+    code, doc = plan_json(cli, path)
+    assert code == 0 and any("Marlin" in n for n in doc["notes"])
+    r = cli("validate", path)
+    assert r.exit_code == 0 and "warning" in r.stderr and "Marlin" in r.stderr
