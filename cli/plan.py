@@ -53,7 +53,8 @@ def _table(p: Plan, title: str) -> Table:
         ("model", f"{p.model.arch.key} ({p.model.arch_source})"),
         ("GPU", f"{p.gpu_count}x {p.gpu} per replica, {p.replicas} replica(s), tensor parallel {p.sizing.tp}"),
         ("weights per GPU", f"{_gib(b.weights)} ({p.weights_source})"),
-        ("KV per token", f"{v.kv_bytes_per_token / 1024:,.0f} KiB ({v.kv_bytes_per_token_per_gpu / 1024:,.0f} KiB per GPU)"),
+        ("KV per token", f"{v.kv_bytes_per_token / 1024:,.0f} KiB "
+                         f"({v.kv_bytes_per_token_per_gpu / 1024:,.0f} KiB per GPU)"),
         ("KV budget per GPU", f"{_gib(b.kv)} of {_gib(b.usable)} usable"),
         ("KV capacity", f"{v.kv_capacity_tokens:,} tokens"),
         ("max concurrency", f"{v.max_concurrency:,.2f} requests at {p.sizing.max_model_len:,} tokens"),

@@ -25,7 +25,8 @@ def _candidates(d: Deployment, info: ModelInfo) -> Iterator[tuple[str, Any, str,
     """(field, value, why, changed deployment) in the order a user would try them: free first, then GPUs."""
     e, gpu = d.engine, catalog.gpu(d.provider.gpu)
     if e.kv_cache_dtype == "auto" and gpu.fp8:
-        yield "engine.kv_cache_dtype", "fp8", "halves the KV cache per token", with_fields(d, "engine", kv_cache_dtype="fp8")
+        yield ("engine.kv_cache_dtype", "fp8", "halves the KV cache per token",
+               with_fields(d, "engine", kv_cache_dtype="fp8"))
     if e.quantization is None and (gpu.fp8 or isinstance(e, VllmEngine)):
         yield "engine.quantization", "fp8", "halves the weights", with_fields(d, "engine", quantization="fp8")
     inp, _, _ = evaluate(d, info)
@@ -35,11 +36,12 @@ def _candidates(d: Deployment, info: ModelInfo) -> Iterator[tuple[str, Any, str,
                with_fields(d, "engine", max_model_len=ctx))
     for tp in (t for t in TP_CHOICES if t > e.tensor_parallel_size):
         more = with_fields(with_fields(d, "engine", tensor_parallel_size=tp), "provider",
-                     gpu_count=max(d.provider.gpu_count, tp * e.pipeline_parallel_size))
+                           gpu_count=max(d.provider.gpu_count, tp * e.pipeline_parallel_size))
         yield "engine.tensor_parallel_size", tp, f"{tp} GPUs per replica: provider.gpu_count >= {tp}", more
     for other in sorted(catalog.gpus().values(), key=lambda g: g.memory_mib):
         if other.memory_mib > gpu.memory_mib or (other.fp8 and not gpu.fp8):
-            yield "provider.gpu", other.key, f"{other.memory_mib:,} MiB per GPU, same count", with_fields(d, "provider", gpu=other.key)
+            yield ("provider.gpu", other.key, f"{other.memory_mib:,} MiB per GPU, same count",
+                   with_fields(d, "provider", gpu=other.key))
 
 
 def find_fixes(d: Deployment, info: ModelInfo, limit: int = 3) -> list[Fix]:

@@ -18,6 +18,16 @@ TRTLLM_TOKENS_PER_BLOCK = 32  # kv_cache_config.tokens_per_block default
 
 
 @dataclass(frozen=True)
+class Fix:
+    """One change to the stack file that makes the deployment fit."""
+
+    field: str
+    value: Any
+    why: str
+    verdict: Verdict
+
+
+@dataclass(frozen=True)
 class Plan:
     """Everything `inferry plan` reports for one deployment."""
 
@@ -32,17 +42,7 @@ class Plan:
     usd_per_hour: float
     cpm_usd: float
     residency: str | None
-    fixes: list["Fix"] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Fix:
-    """One change to the stack file that makes the deployment fit."""
-
-    field: str
-    value: Any
-    why: str
-    verdict: Verdict
+    fixes: list[Fix] = field(default_factory=list)
 
 
 def replicas(d: Deployment) -> int:

@@ -61,7 +61,8 @@ def test_lookups_are_case_insensitive_and_suggest():
 
 @pytest.mark.parametrize("name,key", [
     ("llama-3.1-8b-instruct", "llama-3.1-8b"), ("meta-llama/Llama-3.1-70B-Instruct", "llama-3.1-70b"),
-    ("Qwen2.5-72B-Instruct", "qwen2.5-72b"), ("mixtral-8x7b", "mixtral-8x7b"), ("deepseek-ai/DeepSeek-V3", "deepseek-v3"),
+    ("Qwen2.5-72B-Instruct", "qwen2.5-72b"), ("mixtral-8x7b", "mixtral-8x7b"),
+    ("deepseek-ai/DeepSeek-V3", "deepseek-v3"),
 ])
 def test_model_aliases(name, key):
     assert catalog.model(name).key == key
