@@ -67,8 +67,10 @@ def arch_from_config(cfg: dict[str, Any], key: str, total_size: int | None = Non
     """A ModelArch from a Hugging Face config.json (text config of multimodal models included)."""
     c = {**cfg, **cfg.get("text_config", {})}
     heads = c["num_attention_heads"]
-    head_dim = c.get("head_dim") or (
-        c["qk_nope_head_dim"] + c["qk_rope_head_dim"] if "qk_nope_head_dim" in c else c["hidden_size"] // heads)
+    if "qk_nope_head_dim" in c:  # MLA: newer transformers write head_dim = the rope part only
+        head_dim = c["qk_nope_head_dim"] + c["qk_rope_head_dim"]
+    else:
+        head_dim = c.get("head_dim") or c["hidden_size"] // heads
     quant = (c.get("quantization_config") or {}).get("quant_method")
     dtype = "fp8" if quant == "fp8" else str(c.get("torch_dtype") or c.get("dtype") or "bfloat16")
     arch = ModelArch(

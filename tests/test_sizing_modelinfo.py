@@ -29,6 +29,7 @@ DEEPSEEK_CONFIG = {  # deepseek-ai/DeepSeek-V3 config.json (MLA, MoE, fp8 checkp
     "num_attention_heads": 128, "num_hidden_layers": 61, "num_key_value_heads": 128, "vocab_size": 129280,
     "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "n_routed_experts": 256,
     "num_experts_per_tok": 8, "torch_dtype": "bfloat16", "quantization_config": {"quant_method": "fp8"},
+    "head_dim": 64,  # what newer transformers write for MLA (the rope part); sizing must not take it
 }
 TOTAL = 16_060_522_496  # Llama-3.1-8B-Instruct model.safetensors.index.json metadata.total_size
 
