@@ -2,10 +2,6 @@
 from __future__ import annotations
 
 import json
-import re
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import boto3
@@ -85,34 +81,25 @@ def test_local_weights_folder_wins_over_catalog(tmp_path):
     assert resolve(_deployment()).arch_source == "catalog"
 
 
+BUCKET, PREFIX = "sizing-weights", "llama-3.1-8b-instruct"
+
+
 @pytest.fixture(scope="module")
-def s3(tmp_path_factory):
-    """A real S3-compatible server (rclone serve s3) with one model folder in a bucket."""
-    root = tmp_path_factory.mktemp("s3")
-    write_model(root / "inferry-weights" / "llama-3.1-8b-instruct", LLAMA_CONFIG, TOTAL)
-    rclone = Path(sys.executable).parent / "rclone"
-    log = root.parent / "rclone.log"
-    proc = subprocess.Popen([str(rclone), "serve", "s3", "--config", "", "--addr", "127.0.0.1:0",
-                             "--auth-key", "inferry-test-key,inferry-test-secret", str(root)], stderr=log.open("w"))
-    port = None
-    for _ in range(200):
-        m = re.search(r"Starting s3 server on \[http://127\.0\.0\.1:(\d+)/\]", log.read_text())
-        if m:
-            port = m.group(1)
-            break
-        time.sleep(0.05)
-    assert port, log.read_text()
-    client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", aws_access_key_id="inferry-test-key",
-                          aws_secret_access_key="inferry-test-secret", region_name="us-east-1",
+def s3(s3_server):
+    """The session's real S3 server (tests/servers) with one model folder in a bucket of its own."""
+    client = boto3.client("s3", endpoint_url=s3_server.endpoint, aws_access_key_id=s3_server.access_key,
+                          aws_secret_access_key=s3_server.secret_key, region_name=s3_server.region,
                           config=Config(signature_version="s3v4", s3={"addressing_style": "path"}))
-    yield client
-    proc.terminate()
-    proc.wait(timeout=10)
+    client.create_bucket(Bucket=BUCKET)
+    folder = write_model(s3_server.root.parent / "sizing-model", LLAMA_CONFIG, TOTAL)
+    for f in folder.iterdir():  # through the API: the server caches its folder listing
+        client.put_object(Bucket=BUCKET, Key=f"{PREFIX}/{f.name}", Body=f.read_bytes())
+    return client
 
 
 def test_weight_store_config(s3):
+    read = s3_reader(s3, BUCKET, PREFIX)
     d = _deployment(name="served-name-not-in-catalog")
-    read = s3_reader(s3, d.model.weights_bucket, d.model.weights_prefix)
     assert read("missing.json") is None
     plan = make_plan(d, read=read)
     assert plan.model.arch_source.startswith("config.json") and plan.verdict.fits
@@ -129,19 +116,19 @@ def test_unreachable_store_is_a_storage_error():
     assert "s3://b/p/config.json" in e.value.message
 
 
-def test_plan_from_store_via_cli(cli, s3, tmp_path, monkeypatch):
+def test_plan_from_store_via_cli(cli, s3, s3_server, tmp_path, monkeypatch):
     import yaml
     from tests.conftest import ROOT
 
     doc = yaml.safe_load((ROOT / "stacks" / "Pulumi.staging.yaml").read_text())
     dep = doc["config"]["inferry:deployment"]
-    dep["model"]["name"] = "not-in-catalog"
-    dep["storage"].update(endpoint=s3.meta.endpoint_url, access_key_id={"env": "T_AK"},
+    dep["model"].update(name="not-in-catalog", weights=f"s3://{BUCKET}/{PREFIX}")
+    dep["storage"].update(endpoint=s3_server.endpoint, bucket=BUCKET, access_key_id={"env": "T_AK"},
                           secret_access_key={"env": "T_SK"})
     path = tmp_path / "Pulumi.store.yaml"
     path.write_text(yaml.safe_dump(doc))
-    monkeypatch.setenv("T_AK", "inferry-test-key")
-    monkeypatch.setenv("T_SK", "inferry-test-secret")
+    monkeypatch.setenv("T_AK", s3_server.access_key)
+    monkeypatch.setenv("T_SK", s3_server.secret_key)
     monkeypatch.setenv("INFERRY_STATE_DIR", str(tmp_path))
     r = cli("plan", str(path), "--from-store", "--json")
     assert r.exit_code == 0, r.stderr
