@@ -17,6 +17,7 @@ import shlex
 import yaml
 
 from infra.config import Deployment, TrtllmEngine
+from infra.config_engines import TrtllmBuild
 from infra.engines.common import Flag, hf_env, render_flags, weights_dir
 from infra.engines.spec import MODELS_DIR, BuildStep, ServiceSpec, SpecFile
 
@@ -98,8 +99,8 @@ def config_yaml(d: Deployment, draft_dir: str | None = None) -> dict:
 
 def build_step(d: Deployment, weights: str, weights_digest: str | None = None) -> BuildStep:
     """The TensorRT engine build: quantize to a checkpoint, trtllm-build it, keyed by what it depends on."""
-    e, b = _e(d), _e(d).build
-    assert b is not None
+    e = _e(d)
+    b = e.build or TrtllmBuild()
     options = b.model_dump() | {"tp": e.tensor_parallel_size, "pp": e.pipeline_parallel_size,
                                 "max_batch_size": e.max_batch_size, "max_num_tokens": e.max_num_tokens,
                                 "max_seq_len": e.max_model_len, "kv_cache_dtype": e.kv_cache_dtype}
