@@ -125,7 +125,7 @@ def build_step(d: Deployment, weights: str, weights_digest: str | None = None) -
 
 
 def service_spec(d: Deployment, model_dir: str | None = None, models_dir: str = MODELS_DIR,
-                 weights_digest: str | None = None) -> ServiceSpec:
+                 weights_digest: str | None = None, config_dir: str = CONFIG_DIR) -> ServiceSpec:
     """The `trtllm-serve` service for a deployment; model_dir is where the target put the weights."""
     e = _e(d)
     weights = model_dir or weights_dir(d.model.weights, models_dir)
@@ -137,7 +137,7 @@ def service_spec(d: Deployment, model_dir: str | None = None, models_dir: str = 
     files: tuple[SpecFile, ...] = ()
     args = [model, *render_flags(FLAGS, d)]
     if conf:
-        path = f"{CONFIG_DIR}/{CONFIG_NAME}"
+        path = f"{config_dir.rstrip('/')}/{CONFIG_NAME}"
         files = (SpecFile(CONFIG_NAME, yaml.safe_dump(conf, sort_keys=True), path),)
         args += ["--config", path]
     return ServiceSpec(
