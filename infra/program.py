@@ -10,8 +10,11 @@ from infra.stackfile import Stack, load_from_pulumi
 
 def build(stack: Stack) -> dict[str, Any]:
     """Create every resource of the stack; returns what the stack exports."""
+    from infra.storage.component import build_storage
+
     d = stack.deployment
     return {
+        **build_storage(d),
         "model": d.model.name,
         "engine": d.engine.kind,
         "target": d.target.kind,
