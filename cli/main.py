@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import typer
 
-from cli import stackcmds
+from cli import stackcmds, weights
 
 app = typer.Typer(
     name="inferry",
@@ -13,6 +13,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 stackcmds.register(app)
+weights.register(app)
 
 
 def main() -> None:

@@ -107,15 +107,18 @@ def run_parts(pool: Pool, parts: list[tuple[Any, ...]], part_fn: Callable[..., A
     left = [len(parts)]
     lock = threading.Lock()
 
+    def fail(err: BaseException) -> None:
+        with lock:
+            first = not done.done()
+            if first:
+                done.set_exception(err)
+        if first:
+            on_error(err)
+
     def collect(i: int, fut: Future) -> None:
         err = Cancelled() if fut.cancelled() else fut.exception()
         if err is not None:
-            with lock:
-                first = not done.done()
-                if first:
-                    done.set_exception(err)
-            if first:
-                on_error(err)
+            fail(err)
             return
         with lock:
             results[i] = fut.result()
@@ -123,21 +126,20 @@ def run_parts(pool: Pool, parts: list[tuple[Any, ...]], part_fn: Callable[..., A
             last = left[0] == 0
         if last:
             try:
-                done.set_result(finish(results))
+                value = finish(results)
             except BaseException as e:  # noqa: BLE001 - reported through the file's future
                 pool.errors.append(e)
                 pool.stop()
-                done.set_exception(e)
-                on_error(e)
+                fail(e)
+                return
+            with lock:
+                done.set_result(value)
 
     for i, part in enumerate(parts):
         if pool.stopped.is_set():
+            fail(Cancelled())  # the parts already queued finish or fail on their own; the file is not complete
             break
         pool.submit(part_fn, *part).add_done_callback(lambda f, i=i: collect(i, f))
-    if pool.stopped.is_set() and not done.done():
-        with lock:
-            if not done.done():
-                done.set_exception(Cancelled())
     return done
 
 

@@ -5,6 +5,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from infra.errors import StorageError
+from infra.storage.journal import Journal
 from infra.storage.manifest import MANIFEST_NAME, FileEntry, Manifest, manifest_key, model_key
 from infra.storage.settings import s3_errors
 from infra.storage.transfer import SHA_META, Store
@@ -65,11 +66,12 @@ def stored_sha256(store: Store, key: str) -> str | None:
     return {k.lower(): v for k, v in meta.items()}.get(SHA_META)
 
 
-def already_there(store: Store, remote: RemoteModel, entries: list[FileEntry], workers: int) -> set[str]:
-    """Paths whose object has the entry's size and sha256 (manifest first, else object metadata)."""
+def already_there(store: Store, remote: RemoteModel, entries: list[FileEntry], workers: int,
+                  journal: Journal | None = None) -> set[str]:
+    """Paths whose object has the entry's size and sha256: per the manifest, the local journal, else metadata."""
     same_size = [e for e in entries if remote.sizes.get(e.path) == e.size]
     known = remote.manifest.by_path() if remote.manifest else {}
-    present = {e.path for e in same_size if known.get(e.path) == e}
+    present = {e.path for e in same_size if known.get(e.path) == e or (journal is not None and journal.has(e))}
     ask = [e for e in same_size if e.path not in present]
     if ask:
         with ThreadPoolExecutor(max(1, min(workers, len(ask)))) as pool:

@@ -10,6 +10,7 @@ from pathlib import Path
 from infra.errors import InferryError, StorageError
 from infra.storage import remote as rm
 from infra.storage.engine import Cancelled, Pool
+from infra.storage.journal import Journal
 from infra.storage.local import HashCache, list_files, require_weights
 from infra.storage.manifest import MANIFEST_NAME, FileEntry, Manifest, model_key
 from infra.storage.progress import Meter
@@ -78,21 +79,30 @@ def push(settings: StoreSettings, folder: Path, prefix: str, show: bool | None =
     remote = rm.remote_model(store, prefix)
     cache = HashCache(folder)
     entries = _hash_all(cache, files)
-    present = rm.already_there(store, remote, entries, settings.concurrency)
+    journal = Journal(settings, prefix)
+    present = rm.already_there(store, remote, entries, settings.concurrency, journal)
     todo = [e for e in entries if e.path not in present]
     manifest = Manifest(tuple(entries), source=f"file://{folder.resolve()}")
     if not todo and remote.manifest and remote.manifest.by_path() == manifest.by_path():
         return SyncResult(remote.manifest, (), tuple(sorted(present)), 0, time.monotonic() - t0)
     if remote.manifest:
         rm.drop_manifest(store, prefix)
+    journal.forget([e.path for e in todo])
 
     def start(pool: Pool, meter: Meter) -> list[Future]:
-        return [upload(pool, store, folder / e.path, model_key(prefix, e.path), e, meter) for e in todo]
+        return [_journaled(journal, e, upload(pool, store, folder / e.path, model_key(prefix, e.path), e, meter))
+                for e in todo]
 
     moved = _run(settings, f"push {prefix}", sum(e.size for e in todo), show, start)
-    _check_stored(store, prefix, entries)
+    _check_stored(store, prefix, entries, journal)
     rm.write_manifest(store, prefix, manifest)
     return SyncResult(manifest, tuple(e.path for e in todo), tuple(sorted(present)), moved, time.monotonic() - t0)
+
+
+def _journaled(journal: Journal, e: FileEntry, fut: Future) -> Future:
+    """Record the file in the journal once its transfer completes."""
+    fut.add_done_callback(lambda f: f.exception() is None and journal.record(e))
+    return fut
 
 
 def _hash_all(cache: HashCache, files: list) -> list[FileEntry]:
@@ -102,12 +112,12 @@ def _hash_all(cache: HashCache, files: list) -> list[FileEntry]:
     return entries
 
 
-def _check_stored(store: Store, prefix: str, entries: list[FileEntry]) -> None:
+def _check_stored(store: Store, prefix: str, entries: list[FileEntry], journal: Journal) -> None:
     """After a transfer: every file is listed with its size and carries its sha256 (cheap: no download)."""
     remote = rm.remote_model(store, prefix)
     wrong = [e.path for e in entries if remote.sizes.get(e.path) != e.size]
     present = rm.already_there(store, rm.RemoteModel(prefix, remote.sizes, None),
-                               [e for e in entries if e.path not in wrong], store.settings.concurrency)
+                               [e for e in entries if e.path not in wrong], store.settings.concurrency, journal)
     wrong += [e.path for e in entries if e.path not in present and e.path not in wrong]
     if wrong:
         raise StorageError(f"after the transfer {len(wrong)} object(s) are missing or differ: {', '.join(wrong[:5])}",
@@ -151,23 +161,26 @@ def copy(src: StoreSettings, src_prefix: str, dst: StoreSettings, dst_prefix: st
     s, d = Store.of(src), Store.of(dst)
     manifest = rm.read_manifest(s, src_prefix)
     remote = rm.remote_model(d, dst_prefix)
-    present = rm.already_there(d, remote, list(manifest.files), dst.concurrency)
+    journal = Journal(dst, dst_prefix)
+    present = rm.already_there(d, remote, list(manifest.files), dst.concurrency, journal)
     todo = [e for e in manifest.files if e.path not in present]
     if not todo and remote.manifest and remote.manifest.by_path() == manifest.by_path():
         return SyncResult(remote.manifest, (), tuple(sorted(present)), 0, time.monotonic() - t0)
     if remote.manifest:
         rm.drop_manifest(d, dst_prefix)
+    journal.forget([e.path for e in todo])
     same = src.same_store(dst)
 
     def start(pool: Pool, meter: Meter) -> list[Future]:
         out = []
         for e in todo:
             how = server_copy if same and e.size <= SERVER_COPY_MAX else stream_copy
-            out.append(how(pool, s, model_key(src_prefix, e.path), d, model_key(dst_prefix, e.path), e, meter))
+            fut = how(pool, s, model_key(src_prefix, e.path), d, model_key(dst_prefix, e.path), e, meter)
+            out.append(_journaled(journal, e, fut))
         return out
 
     moved = _run(dst, f"copy {src_prefix}", sum(e.size for e in todo), show, start)
-    _check_stored(d, dst_prefix, list(manifest.files))
+    _check_stored(d, dst_prefix, list(manifest.files), journal)
     copied = Manifest(manifest.files, source=f"s3://{src.bucket}/{src_prefix} at {src.endpoint}")
     rm.write_manifest(d, dst_prefix, copied)
     return SyncResult(copied, tuple(e.path for e in todo), tuple(sorted(present)), moved, time.monotonic() - t0)

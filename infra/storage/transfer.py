@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,20 +105,26 @@ def upload(pool: Pool, store: Store, path: Path, key: str, entry: FileEntry, pro
     up.begin()
     fd = os.open(path, os.O_RDONLY)
     before = os.fstat(fd)
+    closed = threading.Event()
+
+    def close() -> None:
+        if not closed.is_set():
+            closed.set()
+            os.close(fd)
 
     def part(index: int, offset: int, length: int) -> dict:
         return up.send(index, os.pread(fd, length, offset))
 
     def finish(parts: list[dict]) -> None:
         after = os.fstat(fd)
-        os.close(fd)
+        close()
         if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns) or after.st_size != entry.size:
             up.abort()
             raise StorageError(f"{path} changed while it was uploaded", "run the push again", where=str(path))
         up.complete(parts)
 
     def failed(err: BaseException) -> None:
-        os.close(fd)
+        close()
         up.abort(err)
 
     return run_parts(pool, ranges(entry.size, up.part_size), part, finish, failed)
@@ -149,6 +156,7 @@ def download(pool: Pool, store: Store, key: str, entry: FileEntry, dest: Path, p
     def failed(err: BaseException) -> None:
         hasher.fail(err)
         os.close(fd)
+        tmp.unlink(missing_ok=True)  # nothing half-done: a re-run downloads the file again
 
     return run_parts(pool, ranges(entry.size, store.settings.part_size_for(entry.size)), part, finish, failed)
 
