@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import typer
 
-from cli import plan, stackcmds
+from cli import plan, stackcmds, weights
 
 app = typer.Typer(
     name="inferry",
@@ -14,6 +14,7 @@ app = typer.Typer(
 )
 stackcmds.register(app)
 plan.register(app)
+weights.register(app)
 
 
 def main() -> None:
