@@ -1,0 +1,66 @@
+"""The weight copy of a migration: real stores with different keys, verified, resumable, estimated."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from infra.errors import StorageError
+from infra.lifecycle.weights import StoreWeights
+from infra.stackfile import load_stack
+from infra.storage.settings import StoreSettings
+from infra.storage.sync import push
+from tests.progharness import write_stack
+
+SSH = {"kind": "ssh", "hosts": [{"address": "10.0.0.2"}], "private_key": {"env": "SSH_KEY"}}
+PREFIX = "llama-3.1-8b-instruct"
+
+
+def make_model(folder, mib: int = 3):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}')
+    (folder / "model.safetensors").write_bytes(os.urandom(mib << 20))
+    return folder
+
+
+@pytest.fixture
+def two_stores(tmp_path, s3_server_factory, monkeypatch):
+    a = s3_server_factory(access_key="a-access", secret_key="a-secret-key-0123")
+    b = s3_server_factory(access_key="b-access", secret_key="b-secret-key-4567")
+    for prefix, server in (("WA", a), ("WB", b)):
+        monkeypatch.setenv(f"{prefix}_S3_ACCESS", server.access_key)
+        monkeypatch.setenv(f"{prefix}_S3_SECRET", server.secret_key)
+        monkeypatch.setenv(f"{prefix}_API_KEY", "k")
+        (server.root / "inferry-weights").mkdir(parents=True, exist_ok=True)
+    sa = load_stack(str(write_stack(tmp_path, "wa", target=SSH, storage_endpoint=a.endpoint, env_prefix="WA",
+                                    provider={"egress_per_gb": 0.09})))
+    sb = load_stack(str(write_stack(tmp_path, "wb", target=SSH, storage_endpoint=b.endpoint, env_prefix="WB")))
+    push(StoreSettings.from_stack(sa), make_model(tmp_path / "model"), PREFIX, show=False)
+    return sa, sb, b
+
+
+def test_copy_between_stores_with_different_keys_is_verified_and_resumable(two_stores):
+    sa, sb, b = two_stores
+    w = StoreWeights()
+    assert w.size(sa) == (3 << 20) + len('{"architectures": ["LlamaForCausalLM"]}')
+    with pytest.raises(StorageError):
+        w.size(sb)  # nothing there yet
+    lines = []
+    t = w.copy(sa, sb, lines.append)
+    assert t.bytes_copied == t.bytes_total == w.size(sa) and "2 file(s) transferred" in lines[0]
+    w.verify(sb)
+    again = w.copy(sa, sb, lines.append)
+    assert again.bytes_copied == 0 and again.bytes_total == t.bytes_total
+
+
+def test_corrupted_copy_fails_verification(two_stores):
+    sa, sb, b = two_stores
+    w = StoreWeights()
+    w.copy(sa, sb, print)
+    target = b.root / "inferry-weights" / PREFIX / "model.safetensors"
+    data = bytearray(target.read_bytes())
+    data[100] ^= 0xFF
+    target.write_bytes(bytes(data))
+    with pytest.raises(StorageError) as e:
+        w.verify(sb)
+    assert "model.safetensors" in e.value.render() and "run the migration again" in e.value.render()
