@@ -7,7 +7,8 @@ from pathlib import Path
 from infra.lifecycle.deployer import Deployer, endpoints
 from infra.lifecycle.loadgen import BenchReport, LoadSpec, run_load
 from infra.secrets import resolve
-from infra.stackfile import Stack, project_root
+from infra.lifecycle.journal import inferry_dir
+from infra.stackfile import Stack
 
 
 def _ms(p) -> str:
@@ -25,25 +26,36 @@ def report_lines(r: BenchReport) -> list[str]:
             f"  inter-token latency: {_ms(r.itl_ms)}"] + [f"  error: {e}" for e in r.error_samples]
 
 
+def replicas_behind(stack: Stack) -> int:
+    """How many engine replicas serve the stack's first endpoint (a load balancer spreads over all hosts)."""
+    t = stack.deployment.target
+    if t.kind == "kubernetes":
+        return max(t.replicas, 1)
+    return len(t.hosts) if t.load_balancer else 1
+
+
 def run_bench(stack: Stack, deployer: Deployer, spec_args: dict, json_out: Path | None) -> list[str]:
     """Bench the stack's first endpoint (the load balancer when there is one); returns the printed lines."""
     spec = LoadSpec(**spec_args)
     url = endpoints(deployer.outputs(stack), stack.name)[0]
     key = resolve(stack.deployment.serving.api_key, stack.name, "serving.api_key", stack.path)
     report = run_load(url, key, stack.deployment.model.name, spec)
-    path = json_out or project_root() / ".inferry" / "bench" / f"{stack.name}.json"
+    path = json_out or inferry_dir() / "bench" / f"{stack.name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report.to_dict(), indent=2) + "\n")
     lines = report_lines(report) + [f"  report: {path}"]
     if report.completed and not report.errors:
         from infra.measurements import record_measured_tps
 
-        record_measured_tps(stack.name, report.output_tokens_per_s,
-                            {"endpoint": url, "requests": spec.requests, "concurrency": spec.concurrency,
-                             "prompt_tokens": spec.prompt_tokens, "output_tokens": spec.output_tokens,
-                             "ttft_p50_ms": report.ttft_ms.p50, "itl_p50_ms": report.itl_ms.p50})
-        lines.append(f"  recorded {report.output_tokens_per_s:.1f} output tokens/s for {stack.name}: "
-                     f"`inferry plan {stack.name}` prices from it")
+        n = replicas_behind(stack)
+        per_replica = report.output_tokens_per_s / n
+        record_measured_tps(stack.name, per_replica,
+                            {"endpoint": url, "replicas": n, "requests": spec.requests,
+                             "concurrency": spec.concurrency, "prompt_tokens": spec.prompt_tokens,
+                             "output_tokens": spec.output_tokens, "ttft_p50_ms": report.ttft_ms.p50,
+                             "itl_p50_ms": report.itl_ms.p50, "report": str(path)})
+        lines.append(f"  recorded {per_replica:.1f} output tokens/s per replica ({n} behind the endpoint) for "
+                     f"{stack.name}: `inferry plan {stack.name}` prices from it")
     else:
         lines.append("  not recorded: a run with errors does not measure the engine")
     return lines

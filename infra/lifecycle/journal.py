@@ -8,11 +8,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infra.stackfile import Stack
+from infra.stackfile import Stack, project_root
 
-JOURNAL_DIR = ".inferry/migrations"
+JOURNAL_DIR = "migrations"
 RATE_FILE = "transfer-rate.json"
 DEFAULT_RATE = 100e6  # bytes/s between two providers' S3 endpoints when nothing was measured yet
+
+
+def inferry_dir(root: Path | None = None) -> Path:
+    """Where inferry keeps its own files: $INFERRY_STATE_DIR, else <project root>/.inferry (git-ignored)."""
+    if root is None and os.environ.get("INFERRY_STATE_DIR"):
+        return Path(os.environ["INFERRY_STATE_DIR"])
+    return (root or project_root()) / ".inferry"
 
 
 def fingerprint(a: Stack, b: Stack) -> str:
@@ -38,9 +45,9 @@ class Journal:
     stale: bool = False
 
     @classmethod
-    def open(cls, root: Path, a: Stack, b: Stack) -> Journal:
+    def open(cls, root: Path | None, a: Stack, b: Stack) -> Journal:
         """The journal for a -> b; a journal written for other stack contents is discarded."""
-        path = root / JOURNAL_DIR / f"{a.name}--{b.name}.json"
+        path = inferry_dir(root) / JOURNAL_DIR / f"{a.name}--{b.name}.json"
         fp = fingerprint(a, b)
         try:
             data = json.loads(path.read_text())
@@ -64,10 +71,10 @@ class Journal:
         self.path.unlink(missing_ok=True)
 
 
-def load_rate(root: Path) -> tuple[float, str]:
+def load_rate(root: Path | None) -> tuple[float, str]:
     """(bytes/s, 'measured' | 'default') for estimating a weight copy."""
     try:
-        rate = float(json.loads((root / JOURNAL_DIR / RATE_FILE).read_text())["bytes_per_s"])
+        rate = float(json.loads((inferry_dir(root) / JOURNAL_DIR / RATE_FILE).read_text())["bytes_per_s"])
         if rate > 0:
             return rate, "measured"
     except (OSError, ValueError, KeyError, TypeError):
@@ -75,8 +82,8 @@ def load_rate(root: Path) -> tuple[float, str]:
     return DEFAULT_RATE, "default"
 
 
-def record_rate(root: Path, nbytes: int, seconds: float) -> None:
+def record_rate(root: Path | None, nbytes: int, seconds: float) -> None:
     """Remember the rate of a real copy (only copies big enough to mean something)."""
     if nbytes >= 1 << 20 and seconds > 0:
-        _write(root / JOURNAL_DIR / RATE_FILE, {"bytes_per_s": nbytes / seconds, "bytes": nbytes,
+        _write(inferry_dir(root) / JOURNAL_DIR / RATE_FILE, {"bytes_per_s": nbytes / seconds, "bytes": nbytes,
                                                 "seconds": seconds, "measured": time.time()})

@@ -12,7 +12,7 @@ from infra.lifecycle.deployer import Deployer, Progress, endpoints
 from infra.lifecycle.journal import Journal, load_rate, record_rate
 from infra.lifecycle.stackdiff import FieldDiff, diff, pinned_changes
 from infra.secrets import resolve
-from infra.stackfile import Stack, project_root
+from infra.stackfile import Stack
 
 STEPS = ("copy", "up", "check", "destroy")
 TITLES = {"copy": "copy and verify the weights into {b}'s store", "up": "bring up {b}",
@@ -99,7 +99,7 @@ class Migration:
                  say: Progress = print, root: Path | None = None, health_timeout_s: float | None = None,
                  secret: Callable[[Stack], str] | None = None):
         self.a, self.b, self.deployer, self.weights, self.say = a, b, deployer, weights, say
-        self.root = root or project_root()
+        self.root = root  # None: $INFERRY_STATE_DIR or the project's .inferry/
         self.health_timeout_s = health_timeout_s or _startup_timeout(b)
         self.api_key = secret or (lambda s: resolve(s.deployment.serving.api_key, s.name, "serving.api_key", s.path))
         self.journal = Journal.open(self.root, a, b)
