@@ -63,8 +63,13 @@ class Estimate:
 
     def line(self) -> str:
         """One line for the plan."""
-        return (f"weights: {self.nbytes / 1e9:.2f} GB, ~{_duration(self.seconds)} at {self.rate / 1e6:.0f} MB/s "
+        return (f"weights: {size(self.nbytes)}, ~{_duration(self.seconds)} at {self.rate / 1e6:.0f} MB/s "
                 f"({self.rate_source}), egress ~${self.egress_cost:.2f} at ${self.egress_per_gb:.3f}/GB")
+
+
+def size(nbytes: int) -> str:
+    """Bytes in decimal units, as providers bill them: '2.1 MB', '16.07 GB'."""
+    return f"{nbytes / 1e9:.2f} GB" if nbytes >= 1e9 else f"{nbytes / 1e6:.1f} MB"
 
 
 def _duration(s: float) -> str:
@@ -161,7 +166,7 @@ class Migration:
         self.weights.verify(self.b)
         if t.bytes_copied:
             record_rate(self.root, t.bytes_copied, t.seconds)
-        return f"{t.bytes_copied / 1e9:.2f} of {t.bytes_total / 1e9:.2f} GB copied in {t.seconds:.1f}s, verified"
+        return f"{size(t.bytes_copied)} of {size(t.bytes_total)} copied in {t.seconds:.1f}s, verified"
 
     def _step_up(self) -> str:
         outputs = self.deployer.up(self.b, lambda line: self.say(f"      {line}"))
