@@ -39,7 +39,7 @@ def preview(stack: str = typer.Argument(..., help=STACK_HELP)) -> None:
     s = load_stack(stack)
     say(f"previewing {s.name}")
     changes = make_deployer().preview(s, say)
-    say(f"{s.name}: {changes.line()}")
+    say(f"{s.name} would change: {changes.line()}")
 
 
 @handle_errors

@@ -23,6 +23,9 @@ class OutputValue:
         return "[secret]" if self.secret else str(self.value)
 
 
+_OPS = {"same": "unchanged"}
+
+
 @dataclass(frozen=True)
 class Changes:
     """What an operation did (or, for a preview, would do): counts by operation."""
@@ -34,8 +37,8 @@ class Changes:
         return sum(n for op, n in self.counts.items() if op != "same")
 
     def line(self) -> str:
-        """e.g. '2 to create, 5 unchanged'."""
-        parts = [f"{n} {op if op != 'same' else 'unchanged'}" for op, n in sorted(self.counts.items()) if n]
+        """e.g. '2 create, 5 unchanged' (operation names as Pulumi's summary has them)."""
+        parts = [f"{n} {_OPS.get(op, op)}" for op, n in sorted(self.counts.items()) if n]
         return ", ".join(parts) or "no resources"
 
 
