@@ -19,6 +19,7 @@ import pulumi.runtime
 from pulumi.dynamic import Config as DynamicConfig
 from pulumi.dynamic import ConfigureRequest
 from pulumi.runtime._serialization import _deserialize
+from pulumi.runtime.settings import _get_rpc_manager
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
@@ -138,6 +139,8 @@ class ProgramHarness:
         config, secret = stack_config(stack.path)
         pulumi.runtime.set_mocks(mocks, project="inferry", stack=stack.name, preview=False)
         pulumi.runtime.set_all_config(config, secret)
+        # The RPC manager outlives set_mocks: a failed run's exception would fail the next run too.
+        _get_rpc_manager().clear()
         exports: dict[str, Any] = {}
         original = pulumi.export
         pulumi.export = lambda k, v: exports.__setitem__(k, v)  # type: ignore[assignment]
