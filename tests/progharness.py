@@ -19,7 +19,7 @@ import pulumi.runtime
 from pulumi.dynamic import Config as DynamicConfig
 from pulumi.dynamic import ConfigureRequest
 from pulumi.runtime._serialization import _deserialize
-from pulumi.runtime.settings import _get_rpc_manager
+from pulumi.runtime.settings import SETTINGS, _get_rpc_manager
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
@@ -139,8 +139,7 @@ class ProgramHarness:
         config, secret = stack_config(stack.path)
         pulumi.runtime.set_mocks(mocks, project="inferry", stack=stack.name, preview=False)
         pulumi.runtime.set_all_config(config, secret)
-        # The RPC manager outlives set_mocks: a failed run's exception would fail the next run too.
-        _get_rpc_manager().clear()
+        _forget_failed_run()
         exports: dict[str, Any] = {}
         original = pulumi.export
         pulumi.export = lambda k, v: exports.__setitem__(k, v)  # type: ignore[assignment]
@@ -188,6 +187,15 @@ class ProgramHarness:
     def outputs(self, stack: Stack) -> dict[str, OutputValue]:
         """Outputs of the last up."""
         return {k: OutputValue(v["value"], v["secret"]) for k, v in self.state(stack)["outputs"].items()}
+
+
+def _forget_failed_run() -> None:
+    """The RPC manager and pending output tasks outlive set_mocks: a failed run would fail the next one too."""
+    _get_rpc_manager().clear()
+    with SETTINGS.lock:
+        for task in SETTINGS.outputs:
+            task.cancel()
+        SETTINGS.outputs.clear()
 
 
 def _output(value: Any) -> OutputValue:
