@@ -137,9 +137,9 @@ class ProgramHarness:
         old = self.state(stack)
         mocks = self.last = DynamicMocks(old["resources"], preview, progress)
         config, secret = stack_config(stack.path)
+        _forget_failed_run()
         pulumi.runtime.set_mocks(mocks, project="inferry", stack=stack.name, preview=False)
         pulumi.runtime.set_all_config(config, secret)
-        _forget_failed_run()
         exports: dict[str, Any] = {}
         original = pulumi.export
         pulumi.export = lambda k, v: exports.__setitem__(k, v)  # type: ignore[assignment]
