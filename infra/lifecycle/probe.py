@@ -1,6 +1,7 @@
 """Probe an OpenAI-compatible endpoint: health, metrics text, and one real chat completion."""
 from __future__ import annotations
 
+import http.client
 import time
 import urllib.error
 import urllib.request
@@ -22,8 +23,8 @@ def get(url: str, timeout: float = 3.0, api_key: str | None = None) -> tuple[int
             return resp.status, resp.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as e:
         return e.code, ""
-    except (urllib.error.URLError, OSError, ValueError):
-        return 0, ""
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException):
+        return 0, ""  # refused, reset, or cut off mid-answer (a server stopping): nothing answered
 
 
 def healthy(endpoint: str, timeout: float = 3.0) -> bool:
