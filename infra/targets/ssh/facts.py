@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 MARK = "@@inferry:"
 # The one query the parsers read; same columns as ../shared/fixtures/gpu-host/h200/smi_query_nounits.txt.
-SMI_QUERY = "nvidia-smi --query-gpu=index,name,memory.total,driver_version,compute_cap --format=csv,noheader,nounits"
+COLUMNS = ("index", "name", "memory.total", "driver_version", "compute_cap")
+SMI_QUERY = f"nvidia-smi --query-gpu={','.join(COLUMNS)} --format=csv,noheader,nounits"
 
 
 @dataclass(frozen=True)
@@ -105,15 +106,19 @@ def parse_gpus(text: str) -> tuple[tuple[Gpu, ...], str | None]:
     lines = [ln for ln in lines if ln is not exit_line and not re.fullmatch(r"\[exit \d+\]", ln.strip())]
     if exit_line.strip() != "[exit 0]":
         return (), (" ".join(lines).strip() or exit_line.strip())[:300]
+    cols = list(COLUMNS)
     gpus = []
     for ln in lines:
-        cols = [c.strip() for c in ln.split(",")]
-        if cols[0] == "index" or len(cols) < 5:
-            continue  # the header line of --format=csv
-        mem = re.match(r"(\d+)", cols[2])
-        if not cols[0].isdigit() or mem is None:
+        cells = [c.strip() for c in ln.split(",")]
+        if cells[0] == "index":  # the header of --format=csv names the columns (any order, with units)
+            cols = [re.sub(r"\s*\[.*\]$", "", c) for c in cells]
+            continue
+        row = dict(zip(cols, cells))
+        mem = re.match(r"(\d+)", row.get("memory.total", ""))
+        if not row.get("index", "").isdigit() or mem is None:
             return (), f"unexpected nvidia-smi line: {ln[:120]}"
-        gpus.append(Gpu(int(cols[0]), cols[1], int(mem.group(1)), cols[3], cols[4]))
+        gpus.append(Gpu(int(row["index"]), row.get("name", "?"), int(mem.group(1)), row.get("driver_version", ""),
+                        row.get("compute_cap", "")))
     return tuple(gpus), None if gpus else "nvidia-smi listed no GPUs"
 
 

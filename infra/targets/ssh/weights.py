@@ -78,11 +78,11 @@ def manifest_digest(entries: list[FetchEntry]) -> str:
 
 def presigned(store: Store, access_key: str, secret_key: str, expires_s: int = PRESIGN_EXPIRES_S) -> list[FetchEntry]:
     """The manifest with a presigned URL per file, from the weight store (credentials stay here)."""
-    from infra.storage import StoreSettings, presign_model  # the weight-store module owns SigV4 and manifests
+    from infra.storage.presign import presign_model  # the weight store owns SigV4 and manifests
+    from infra.storage.settings import StoreSettings
 
-    settings = StoreSettings(endpoint=store.endpoint, region=store.region, bucket=store.bucket,
-                             access_key_id=access_key, secret_access_key=secret_key,
-                             addressing_style=store.addressing_style)
+    settings = StoreSettings(store.endpoint, store.region, store.bucket, access_key, secret_key,
+                             store.addressing_style)
     model = presign_model(settings, store.prefix, expires_s)
     return [FetchEntry(f.path, int(f.size), f.sha256, f.url) for f in model.files]
 
