@@ -67,7 +67,7 @@ def test_nvidia_smi_failure_is_reported_not_parsed():
 
 
 def req(**kw) -> preflight.Requirements:
-    base = dict(gpu="H200-141GB", gpu_count=1, engine="vllm", weights_bytes=16 * GIB, runtime="process")
+    base = dict(gpu="H200", gpu_count=1, engine="vllm", weights_bytes=16 * GIB, runtime="process")
     return preflight.Requirements(**{**base, **kw})
 
 
@@ -77,7 +77,7 @@ def test_matching_host_passes():
 
 @pytest.mark.parametrize("change, expect", [
     (dict(gpu="H100-80GB"), "GPU type: the stack wants H100-80GB (provider.gpu) but the host has NVIDIA H200"),
-    (dict(gpu_count=4), "GPU count: the stack wants 4 x H200-141GB"),
+    (dict(gpu_count=4), "GPU count: the stack wants 4 x H200"),
     (dict(weights_bytes=600 * GIB), "short by 100.0 GiB"),
     (dict(weights_bytes=200 * GIB, trt_build=True), "TensorRT engine build need 600.0 GiB"),
     (dict(runtime="docker"), "Docker is not installed"),

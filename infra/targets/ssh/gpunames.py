@@ -6,16 +6,15 @@ import re
 # Fallback rules, used only when infra.catalog has no gpu_for_product_name: (pattern, key).
 # Product names as nvidia-smi prints them, e.g. "NVIDIA H200" (../shared/fixtures/gpu-host/h200).
 _RULES = [
-    (r"\bH200\b", "H200-141GB"), (r"\bH100\b.*\b94GB\b|\bH100 NVL\b", "H100-94GB"), (r"\bH100\b", "H100-80GB"),
-    (r"\bB200\b", "B200-180GB"), (r"\bA100\b.*\b40GB\b", "A100-40GB"), (r"\bA100\b", "A100-80GB"),
-    (r"\bL40S\b", "L40S-48GB"),
+    (r"\bH200\b", "H200"), (r"\bH100 80GB\b", "H100-80GB"), (r"\bB200\b", "B200"),
+    (r"\bA100\b.*\b40GB\b", "A100-40GB"), (r"\bA100\b.*\b80GB\b", "A100-80GB"), (r"\bL40S\b", "L40S"),
 ]
 
 
 def catalog_key(product_name: str) -> str | None:
     """The catalog key of a GPU product name, or None when unknown."""
     try:
-        from infra.catalog import gpu_for_product_name  # type: ignore[attr-defined]
+        from infra.catalog.loader import gpu_for_product_name  # type: ignore[import-not-found]
     except ImportError:
         gpu_for_product_name = None
     if gpu_for_product_name is not None:
