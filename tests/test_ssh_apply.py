@@ -1,0 +1,84 @@
+"""The SSH target on real OpenSSH test hosts: first apply, no-op re-apply, a changed option, the load balancer."""
+from __future__ import annotations
+
+import hashlib
+
+import openai
+import pytest
+
+from tests.ssh_env import API_KEY, FILES, MODEL, apply, deployment, ops_log, plan_for, secrets, weights_store  # noqa: F401
+from infra.targets.ssh import apply as ssh_apply
+
+
+def chat(endpoint: str, key: str = API_KEY) -> str:
+    """One chat completion through the openai client."""
+    client = openai.OpenAI(base_url=endpoint, api_key=key, max_retries=0, timeout=10)
+    r = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hello"}], max_tokens=8)
+    return r.choices[0].message.content
+
+
+def cached_weights(host) -> dict[str, str]:
+    """{file: sha256} of the model folder in the host's weights cache."""
+    out = host.exec("cd /var/lib/inferry/weights/llama-3.1-8b-instruct && sha256sum *").stdout
+    return {ln.split()[1]: ln.split()[0] for ln in out.splitlines()}
+
+
+@pytest.fixture(scope="module")
+def fleet(host_network, weights_store):
+    """Two replicas and a load balancer on the first, applied once for the module's tests."""
+    hosts = [host_network.add_host(f"rep{i}") for i in range(2)]
+    d = deployment(hosts, weights_store, load_balancer={"host": hosts[0].name, "port": 8080})
+    first = apply(d, hosts, weights_store)
+    yield hosts, d, first
+    ssh_apply.destroy(plan_for(d), secrets(hosts, weights_store))
+    for h in hosts:
+        host_network.remove_host(h)
+
+
+def test_first_apply_serves_every_host_with_the_key(fleet):
+    hosts, d, first = fleet
+    assert first.endpoints == [f"http://{h.address}:8000/v1" for h in hosts]
+    assert first.endpoint == f"http://{hosts[0].address}:8080/v1"
+    for ep in first.endpoints + [first.endpoint]:
+        assert chat(ep)
+        with pytest.raises(openai.AuthenticationError):
+            chat(ep, key="wrong-key")
+    for h in hosts:  # weights fetched and verified, env file private, one restart
+        assert cached_weights(h) == {rel: hashlib.sha256(data).hexdigest() for rel, data in FILES.items()}
+        assert h.exec("stat -c %a /etc/inferry/engine.env").stdout == "600\n"
+        assert API_KEY not in h.exec("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '").stdout
+        assert sum(1 for ln in ops_log(h) if ln.endswith(" restart")) == 1
+    assert first.count("restarts") == 3 and first.count("writes") > 10
+
+
+def test_second_apply_changes_nothing(fleet):
+    hosts, d, _ = fleet
+    before = [ops_log(h) for h in hosts]
+    mtimes = [h.exec("stat -c %Y /etc/inferry/* | sort | md5sum").stdout for h in hosts]
+    again = apply(d, hosts, weights_store_of(fleet))
+    assert (again.count("writes"), again.count("restarts")) == (0, 0)
+    assert [ops_log(h) for h in hosts] == before
+    assert [h.exec("stat -c %Y /etc/inferry/* | sort | md5sum").stdout for h in hosts] == mtimes
+
+
+def weights_store_of(fleet):
+    """The store the fleet was applied from (its endpoint is in the deployment)."""
+    from tests.ssh_env import Store
+    d = fleet[1]
+    s = d.storage
+    from tests.servers.fixtures import ACCESS_KEY, SECRET_KEY
+    return Store(s.endpoint, s.region, ACCESS_KEY, SECRET_KEY)
+
+
+def test_changed_engine_option_restarts_only_the_engine(fleet):
+    hosts, d, _ = fleet
+    changed = deployment(hosts, weights_store_of(fleet), engine={"max_num_seqs": 64},
+                         load_balancer={"host": hosts[0].name, "port": 8080})
+    res = apply(changed, hosts, weights_store_of(fleet))
+    for h in res.hosts:
+        assert h.outputs["service"]["changed"] == ["/etc/inferry/engine.sh"]
+        assert h.outputs["service"]["restarts"] == 1
+        assert h.outputs["weights"]["writes"] == 0 and h.outputs["weights"]["fetched"] == 0
+    assert res.lb["restarts"] == 0 and res.lb["writes"] == 0
+    assert "--max-num-seqs 64" in hosts[1].exec("cat /etc/inferry/engine.sh").stdout
+    assert chat(res.endpoint)
