@@ -9,10 +9,9 @@ from typing import Any
 import pytest
 
 from infra.config import Deployment
-from infra.engines import service_spec
 from infra.stackfile import parse_deployment
 from infra.targets.ssh import apply as ssh_apply
-from infra.targets.ssh.plan import TargetPlan, host_model_dir, plan
+from infra.targets.ssh.plan import TargetPlan, plan_deployment
 
 BUCKET, PREFIX, MODEL = "inferry-weights", "llama-3.1-8b-instruct", "llama-3.1-8b-instruct"
 API_KEY = "sk-test-" + "7" * 24
@@ -71,7 +70,7 @@ def secrets(hosts: list, store: Store) -> dict[str, str]:
 
 def plan_for(d: Deployment) -> TargetPlan:
     """What the component and the lifecycle build from a deployment."""
-    return plan(d, service_spec(d, host_model_dir(d)))
+    return plan_deployment(d)
 
 
 def apply(d: Deployment, hosts: list, store: Store) -> ssh_apply.TargetOutcome:

@@ -45,7 +45,7 @@ def test_first_apply_serves_every_host_with_the_key(fleet):
             chat(ep, key="wrong-key")
     for h in hosts:  # weights fetched and verified, env file private, one restart
         assert cached_weights(h) == {rel: hashlib.sha256(data).hexdigest() for rel, data in FILES.items()}
-        assert h.exec("stat -c %a /etc/inferry/engine.env").stdout == "600\n"
+        assert h.exec("stat -c %a /etc/inferry/inferry.env").stdout == "600\n"
         assert API_KEY not in h.exec("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '").stdout
         assert sum(1 for ln in ops_log(h) if ln.endswith(" restart")) == 1
     assert first.count("restarts") == 3 and first.count("writes") > 10
@@ -76,9 +76,9 @@ def test_changed_engine_option_restarts_only_the_engine(fleet):
                          load_balancer={"host": hosts[0].name, "port": 8080})
     res = apply(changed, hosts, weights_store_of(fleet))
     for h in res.hosts:
-        assert h.outputs["service"]["changed"] == ["/etc/inferry/engine.sh"]
+        assert h.outputs["service"]["changed"] == ["/etc/inferry/run-engine.sh"]
         assert h.outputs["service"]["restarts"] == 1
         assert h.outputs["weights"]["writes"] == 0 and h.outputs["weights"]["fetched"] == 0
     assert res.lb["restarts"] == 0 and res.lb["writes"] == 0
-    assert "--max-num-seqs 64" in hosts[1].exec("cat /etc/inferry/engine.sh").stdout
+    assert "--max-num-seqs 64" in hosts[1].exec("cat /etc/inferry/run-engine.sh").stdout
     assert chat(res.endpoint)

@@ -9,7 +9,7 @@ from infra.targets.ssh.providers import ServiceProvider, WeightsProvider
 from tests.pulumi_dynamic_host import DynamicHost
 from tests.ssh_env import API_KEY, deployment, ops_log, plan_for, weights_store  # noqa: F401
 
-SECRET_INPUTS = ("private_key", "access_key_id", "secret_access_key", "secret_env", "api_key")
+SECRET_INPUTS = ("private_key", "access_key_id", "secret_access_key", "secret_values", "api_key")
 
 
 def test_weights_and_service_through_the_provider_host(make_hosts, weights_store):
@@ -22,7 +22,7 @@ def test_weights_and_service_through_the_provider_host(make_hosts, weights_store
     with DynamicHost(config={"inferry:sshPrivateKey": h.client_key_text}) as host:
         w = host.create(WeightsProvider(), {**props_of(hp.weights), **key_ref, **secret}, SECRET_INPUTS, "weights")
         svc_in = {**props_of(with_depends(hp.service, w.outs["manifest_sha256"])), **key_ref,
-                  "private_key": h.client_key_text, "secret_env": {"VLLM_API_KEY": API_KEY}, "api_key": API_KEY}
+                  "private_key": h.client_key_text, "secret_values": {"serving.api_key": API_KEY}}
         s = host.create(ServiceProvider(), svc_in, SECRET_INPUTS, "service")
         assert s.outs["endpoint"] == f"http://{h.address}:8000/v1" and s.outs["restarts"] == 1
         state = json.dumps([w.outs, s.outs])
@@ -31,7 +31,7 @@ def test_weights_and_service_through_the_provider_host(make_hosts, weights_store
         assert not set(SECRET_INPUTS) & (set(w.outs) | set(s.outs))
 
         assert host.diff(ServiceProvider(), s.id, s.outs, svc_in).changes is False
-        assert host.diff(ServiceProvider(), s.id, s.outs, {**svc_in, "api_key": "rotated"}).changes is True
+        assert host.diff(ServiceProvider(), s.id, s.outs, {**svc_in, "secret_values": {"serving.api_key": "rotated"}}).changes is True
         moved = {**svc_in, "conn": {**svc_in["conn"], "address": "10.9.9.9"}}
         assert host.diff(ServiceProvider(), s.id, s.outs, moved).replaces == ["conn"]
 

@@ -71,9 +71,8 @@ def _apply_host(hp: HostPlan, plan: TargetPlan, secrets: dict[str, str]) -> Host
                  "secret_access_key": secrets[S3_SECRET]}
             out.outputs["weights"] = WeightsProvider().create(w).outs
             depends = out.outputs["weights"]["manifest_sha256"]
-        env = {name: secrets[f] for name, f in plan.secret_env}
-        svc = {**props_of(with_depends(hp.service, depends)), **common, "secret_env": env,
-               "api_key": secrets.get(API_KEY, "")}
+        values = {f: secrets[f] for f in plan.secret_fields}
+        svc = {**props_of(with_depends(hp.service, depends)), **common, "secret_values": values}
         out.outputs["service"] = ServiceProvider().create(svc).outs
     except InferryError as e:
         out.error = e

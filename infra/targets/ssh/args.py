@@ -27,8 +27,7 @@ def weights_args(p: dict) -> WeightsArgs:
     """WeightsProvider inputs -> WeightsArgs."""
     st = p["store"]
     store = Store(st["endpoint"], st["region"], st["bucket"], st["prefix"], st.get("addressing_style", "path"))
-    return WeightsArgs(Conn.from_dict(p["conn"]), store, str(p["cache_dir"]), str(p["folder"]),
-                       int(p.get("parallel", 8)), bool(p.get("trt_build", False)), str(p["ops_log"]),
+    return WeightsArgs(Conn.from_dict(p["conn"]), store, str(p["model_dir"]), int(p.get("parallel", 8)), bool(p.get("trt_build", False)), str(p["ops_log"]),
                        bool(p.get("keep_on_destroy", True)))
 
 
@@ -36,10 +35,7 @@ def service_args(p: dict) -> ServiceArgs:
     """ServiceProvider inputs -> ServiceArgs."""
     files = tuple(RemoteFile(f["path"], f["content"], int(f.get("mode", 0o644))) for f in p.get("files") or [])
     return ServiceArgs(Conn.from_dict(p["conn"]), str(p["runtime"]), str(p["name"]), str(p["service_dir"]), files,
-                       tuple(str(x) for x in p.get("argv") or []), {k: str(v) for k, v in (p.get("env") or {}).items()},
-                       int(p.get("port", 8000)), str(p.get("health_path", "/health")),
-                       str(p.get("models_path", "/v1/models")), str(p.get("model", "")),
-                       int(p.get("health_timeout_s", 900)), str(p.get("depends", "")),
+                       dict(p["spec"]), int(p.get("health_timeout_s", 900)), str(p.get("depends", "")),
                        str(p.get("public_address", "")))
 
 
@@ -56,7 +52,7 @@ def props_of(a: Any) -> dict:
     d["conn"] = a.conn.to_dict()
     if "files" in d:
         d["files"] = [{"path": f.path, "content": f.content, "mode": f.mode} for f in a.files]
-    for k in ("argv", "upstreams"):
+    for k in ("upstreams",):
         if k in d:
             d[k] = list(d[k])
     return d

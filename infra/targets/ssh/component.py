@@ -72,7 +72,7 @@ class SshTarget(pulumi.ComponentResource):
         sec = args.secrets
         common = {"private_key": sec[PRIVATE_KEY], "max_parallel": plan.max_parallel,
                   "private_key_ref": args.deployment.target.private_key.model_dump(exclude_none=True)}
-        secret_env = {n: sec[f] for n, f in plan.secret_env}
+        secret_values = pulumi.Output.secret(pulumi.Output.all(**{f: sec[f] for f in plan.secret_fields}))
         services = []
         for hp in plan.hosts:
             base = f"{name}-{hp.label}"
@@ -86,7 +86,7 @@ class SshTarget(pulumi.ComponentResource):
                                 pulumi.ResourceOptions(parent=self, depends_on=[host]))
                 svc["depends"] = w.manifest_sha256
                 after.append(w)
-            svc.update(common, secret_env=pulumi.Output.secret(secret_env), api_key=sec.get(API_KEY, ""))
+            svc.update(common, secret_values=secret_values)
             services.append(ServiceStep(f"{base}-service", svc, pulumi.ResourceOptions(parent=self, depends_on=after)))
         self.endpoints = pulumi.Output.all(*[s.endpoint for s in services])
         self.endpoint = self.endpoints.apply(lambda e: e[0] if e else "")
@@ -100,12 +100,10 @@ class SshTarget(pulumi.ComponentResource):
 
 def build(d: Deployment) -> dict[str, Any]:
     """The stack's SSH target; returns its exports (program.py calls this for target.kind ssh)."""
-    from infra.engines import service_spec
+    from infra.render import ssh_spec
     from infra.secrets import output
-    from infra.targets.ssh.plan import host_model_dir
 
-    model_dir = host_model_dir(d) if d.target.runtime == "process" else None
-    spec = service_spec(d, model_dir)
+    spec = ssh_spec(d)
     secrets = {f: output(ref, f) for f, ref in d.secret_refs().items()}
     t = SshTarget("ssh", SshTargetArgs(d, spec, secrets))
     return {"endpoint": t.endpoint, "endpoints": t.endpoints}

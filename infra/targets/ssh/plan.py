@@ -2,19 +2,21 @@
 from __future__ import annotations
 
 import posixpath
-import re
 from dataclasses import dataclass, replace
 
 from infra.config import Deployment, SshHost, SshTarget
 from infra.engines.spec import ServiceSpec
+from infra.errors import ConfigError, Problem
 from infra.targets.ssh.files import RemoteFile
 from infra.targets.ssh.host import HostArgs
 from infra.targets.ssh.lb import LbArgs
 from infra.targets.ssh.pool import Conn
+from infra.targets.ssh.runtime import Runtime
 from infra.targets.ssh.service import ServiceArgs
+from infra.targets.ssh.speccodec import to_data
 from infra.targets.ssh.weights import Store, WeightsArgs
 
-SERVICE_NAME = "inferry"
+SERVICE_NAME = "inferry-engine"  # the systemd unit infra.render writes (render.UNIT without .service)
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,7 @@ class TargetPlan:
     hosts: tuple[HostPlan, ...]
     lb: LbArgs | None
     max_parallel: int
-    secret_env: tuple[tuple[str, str], ...] = ()  # (env name, stack field of its secret)
+    secret_fields: tuple[str, ...] = ()  # stack fields whose values the service's secret files need
 
 
 def conn_of(t: SshTarget, h: SshHost) -> Conn:
@@ -42,60 +44,60 @@ def conn_of(t: SshTarget, h: SshHost) -> Conn:
     return Conn(h.address, h.port, h.user, h.label, h.host_key, t.known_hosts, t.trust_on_first_use)
 
 
-def model_folder(d: Deployment) -> str:
-    """The model's folder under the weights cache."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", d.model.name)
-
-
-def host_model_dir(d: Deployment) -> str:
-    """Where the weights are on each host."""
-    t = d.target
-    if d.model.weights.startswith("/"):
-        return d.model.weights
-    return posixpath.join(t.weights_cache, model_folder(d))
-
-
-def process_files(spec: ServiceSpec) -> tuple[RemoteFile, ...]:
-    """Without a container the engine reads its files where its arguments say (their mount paths)."""
-    return tuple(RemoteFile(f.mount_path, f.content, f.mode) for f in spec.files)
-
-
-def docker_files(d: Deployment, spec: ServiceSpec) -> tuple[RemoteFile, ...]:
-    """Compose file, systemd unit and engine files rendered by infra.render (the engines' templates)."""
-    from infra.render import render_ssh_files  # owned by the engines work
+def service_files(d: Deployment, spec: ServiceSpec) -> tuple[RemoteFile, ...]:
+    """The non-secret files infra.render lays out; the unit goes to systemd (docker), or is unused (process)."""
+    from infra.render import UNIT, render_ssh_files
 
     t = d.target
-    rendered = render_ssh_files(spec, service_dir=t.service_dir, weights_dir=host_model_dir(d), name=SERVICE_NAME)
-    return tuple(RemoteFile(f.path, f.content, f.mode) for f in rendered if not f.secret)
+    out = []
+    for f in render_ssh_files(d, spec):
+        if f.name == UNIT:
+            if t.runtime == "docker":
+                out.append(RemoteFile(Runtime("docker", SERVICE_NAME, t.service_dir).unit_path, f.content, f.mode))
+            continue  # the process runtime has its own supervisor (hosts without systemd)
+        out.append(RemoteFile(posixpath.join(t.service_dir, f.name), f.content, f.mode))
+    return tuple(out)
+
+
+def _check(d: Deployment, spec: ServiceSpec) -> None:
+    if d.target.runtime == "process" and spec.needs_auth_proxy:
+        raise ConfigError("stack", [Problem("target.runtime", f"{spec.engine} needs an authenticating proxy, which "
+                                            "only the docker runtime provides", "process", "use runtime: docker")])
 
 
 def plan(d: Deployment, spec: ServiceSpec) -> TargetPlan:
-    """Step arguments for every host; spec comes from infra.engines.service_spec."""
+    """Step arguments for every host; spec from infra.render.ssh_spec (host paths for the process runtime)."""
     t = d.target
     assert isinstance(t, SshTarget)
-    files = process_files(spec) if t.runtime == "process" else docker_files(d, spec)
-    env = {e.name: e.value for e in spec.env if e.value is not None}
+    _check(d, spec)
+    files, data = service_files(d, spec), to_data(spec)
     fetch = not spec.streams_weights and d.model.weights.startswith("s3://")
     store = Store(d.storage.endpoint, d.storage.region, d.model.weights_bucket or d.storage.bucket,
                   d.model.weights_prefix or "", d.storage.addressing_style)
+    model_dir = posixpath.join(t.weights_cache, store.prefix.strip("/"))  # engines' weights_dir(): cache/<prefix>
+    ops_log = posixpath.join(t.service_dir, "ops.log")
     hosts = []
     for h in t.hosts:
         c = conn_of(t, h)
         host = HostArgs(c, d.provider.gpu, d.provider.gpu_count, d.engine.kind, t.runtime, t.install_docker,
                         t.weights_cache)
-        weights = WeightsArgs(c, store, t.weights_cache, model_folder(d), trt_build=spec.build is not None,
-                              ops_log=posixpath.join(t.service_dir, "ops.log")) if fetch else None
-        svc = ServiceArgs(c, t.runtime, SERVICE_NAME, t.service_dir, files, spec.argv, env, spec.port,
-                          spec.health_path, spec.models_path, spec.served_model_name or d.model.name,
-                          t.health_timeout_s)
+        weights = WeightsArgs(c, store, model_dir, trt_build=spec.build is not None, ops_log=ops_log) if fetch else None
+        svc = ServiceArgs(c, t.runtime, SERVICE_NAME, t.service_dir, files, data, t.health_timeout_s)
         hosts.append(HostPlan(h.label, host, weights, svc))
     lb = None
     if t.load_balancer is not None:
         lbh = next(h for h in t.hosts if t.load_balancer.host in (h.label, h.address))
         lb = LbArgs(conn_of(t, lbh), posixpath.join(t.service_dir, "lb"), t.load_balancer.port,
                     tuple(f"{h.address}:{spec.port}" for h in t.hosts), spec.served_model_name or d.model.name)
-    secret_env = tuple((e.name, e.secret_field or "") for e in spec.secret_env())
-    return TargetPlan(tuple(hosts), lb, t.max_parallel, secret_env)
+    fields = tuple(sorted({e.secret_field for e in spec.secret_env() if e.secret_field} | {"serving.api_key"}))
+    return TargetPlan(tuple(hosts), lb, t.max_parallel, fields)
+
+
+def plan_deployment(d: Deployment) -> TargetPlan:
+    """The plan with the engine's service as an SSH host runs it."""
+    from infra.render import ssh_spec
+
+    return plan(d, ssh_spec(d))
 
 
 def with_depends(s: ServiceArgs, weights_digest: str) -> ServiceArgs:

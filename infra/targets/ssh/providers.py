@@ -15,7 +15,7 @@ from infra.targets.ssh.lb import ensure_lb, remove_lb
 from infra.targets.ssh.service import ensure_service, remove_service
 from infra.targets.ssh.weights import ensure_weights, presigned, remove_weights
 
-SECRETS = ("private_key", "access_key_id", "secret_access_key", "secret_env", "api_key")
+SECRETS = ("private_key", "access_key_id", "secret_access_key", "secret_values", "api_key")
 _SLOTS: dict[int, threading.BoundedSemaphore] = {}
 _SLOTS_GUARD = threading.Lock()
 
@@ -117,8 +117,7 @@ class ServiceProvider(_Step):
     """Service files, restart when needed, health gate; outputs the endpoint."""
 
     def _apply(self, props: dict) -> dict:
-        r = ensure_service(A.service_args(props), props["private_key"], dict(props.get("secret_env") or {}),
-                           props.get("api_key") or "")
+        r = ensure_service(A.service_args(props), props["private_key"], dict(props.get("secret_values") or {}))
         return A.asdict(r)
 
     def _remove(self, props: dict, key: str) -> None:

@@ -74,22 +74,5 @@ class Runtime:
         if self.kind == "docker":
             return [self.unit_path]
         d = self.service_dir
-        return [posixpath.join(d, n) for n in ("supervise.sh", "engine.sh", "engine.log", "engine.log.1")]
+        return [posixpath.join(d, n) for n in ("supervise.sh", "engine.log", "engine.log.1", "supervisor.pid")]
 
-
-def launcher(argv: list[str], env_file: str, workdir: str) -> str:
-    """engine.sh for the process runtime: load the env file, then exec the engine's own command line."""
-    cmd = " ".join(shlex.quote(a) for a in argv)
-    return (f"#!/bin/sh\n# Written by inferry: the engine's command line, run by supervise.sh.\n"
-            f"cd {shlex.quote(workdir)} || exit 1\nset -a\n. {shlex.quote(env_file)}\nset +a\nexec {cmd}\n")
-
-
-def env_file(values: dict[str, str]) -> str:
-    """KEY='value' lines, readable by sh, systemd EnvironmentFile and docker compose env_file."""
-    lines = []
-    for k in sorted(values):
-        v = values[k]
-        if "'" in v or "\n" in v:
-            raise ValueError(f"env {k}: values with quotes or newlines are not supported in the env file")
-        lines.append(f"{k}='{v}'")
-    return "\n".join(lines) + "\n"

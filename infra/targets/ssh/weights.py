@@ -44,17 +44,11 @@ class WeightsArgs:
 
     conn: Conn
     store: Store
-    cache_dir: str
-    folder: str  # the model's folder under cache_dir
+    model_dir: str  # where the engine reads the weights on the host
     parallel: int = 8
     trt_build: bool = False
     ops_log: str = "/etc/inferry/ops.log"
     keep_on_destroy: bool = True
-
-    @property
-    def model_dir(self) -> str:
-        """Where the engine reads the weights on the host."""
-        return posixpath.join(self.cache_dir, self.folder)
 
 
 @dataclass(frozen=True)

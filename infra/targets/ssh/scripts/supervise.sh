@@ -1,5 +1,5 @@
 #!/bin/sh
-# inferry process-runtime supervisor: runs ./engine.sh, restarts it when it exits, logs to ./engine.log.
+# inferry process-runtime supervisor: runs ./run-engine.sh (the rendered launcher), restarts it when it exits, logs to ./engine.log.
 # Started with setsid, so it leads its own process group; `kill -TERM -PGID` stops it and the engine together.
 cd "$(dirname "$0")" || exit 1
 echo $$ > supervisor.pid
@@ -9,7 +9,7 @@ n=0
 while :; do
   n=$((n + 1))
   echo "inferry-supervisor: start $n at $(date -u +%FT%TZ)" >> engine.log
-  sh ./engine.sh >> engine.log 2>&1 &
+  sh ./run-engine.sh >> engine.log 2>&1 &
   child=$!
   wait "$child"
   echo "inferry-supervisor: engine exited with status $?; restarting in 2s" >> engine.log
