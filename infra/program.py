@@ -17,7 +17,17 @@ def build(stack: Stack) -> dict[str, Any]:
         "target": d.target.kind,
         "provider": d.provider.name,
         "region": d.provider.region,
+        **_target(stack),
     }
+
+
+def _target(stack: Stack) -> dict[str, Any]:
+    """The target chosen by target.kind (the one polymorphic seam); returns its exports."""
+    if stack.deployment.target.kind == "ssh":
+        from infra.targets.ssh.component import build as build_ssh
+
+        return build_ssh(stack.deployment)
+    return {}
 
 
 def main() -> None:
