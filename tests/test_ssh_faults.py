@@ -1,12 +1,14 @@
 """Faults on real test hosts: sshd killed mid-apply, changed host keys, an engine that never gets healthy, preflight."""
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from infra.errors import RemoteError
 from infra.targets.ssh import pool
 from infra.targets.ssh.session import Session
-from tests.ssh_env import apply, deployment, ops_log, weights_store  # noqa: F401
+from tests.ssh_env import FILES, apply, deployment, ops_log, weights_store  # noqa: F401
 
 
 @pytest.fixture(autouse=True)
@@ -97,3 +99,22 @@ def test_wrong_gpu_type_fails_preflight(make_hosts, weights_store):
     assert ("GPU type: the stack wants H200 (provider.gpu) but the host has NVIDIA H100 80GB HBM3"
             in e.value.render())
     assert h.exec("ls -A /etc/inferry 2>/dev/null").stdout == ""
+
+
+def test_docker_runtime_needs_docker_or_permission_and_systemd(make_hosts, weights_store):
+    (h,) = make_hosts(1)
+    with pytest.raises(RemoteError, match="Docker is not installed .runtime: docker. and target.install_docker is false"):
+        apply(deployment([h], weights_store, runtime="docker"), [h], weights_store)
+    with pytest.raises(RemoteError, match="runs the service under systemd, which is not running on this host"):
+        apply(deployment([h], weights_store, runtime="docker", install_docker=True), [h], weights_store)
+
+
+def test_a_corrupted_weight_file_is_fetched_again_and_checked(make_hosts, weights_store):
+    (h,) = make_hosts(1)
+    d = deployment([h], weights_store)
+    apply(d, [h], weights_store)
+    h.exec("cd /var/lib/inferry/weights/llama-3.1-8b-instruct && printf junk > tokenizer.json && rm .inferry-manifest")
+    again = apply(d, [h], weights_store).hosts[0].outputs
+    assert again["weights"]["fetched"] == 1 and again["service"]["restarts"] == 0
+    good = hashlib.sha256(FILES["tokenizer.json"]).hexdigest()
+    assert h.exec("sha256sum /var/lib/inferry/weights/llama-3.1-8b-instruct/tokenizer.json").stdout.split()[0] == good

@@ -6,7 +6,8 @@ from dataclasses import dataclass, replace
 
 from infra.config import Deployment, SshHost, SshTarget
 from infra.engines.spec import ServiceSpec
-from infra.errors import ConfigError, Problem
+from infra.errors import ConfigError
+from infra.targets.ssh.checks import ssh_checks
 from infra.targets.ssh.files import RemoteFile
 from infra.targets.ssh.host import HostArgs
 from infra.targets.ssh.lb import LbArgs
@@ -59,17 +60,17 @@ def service_files(d: Deployment, spec: ServiceSpec) -> tuple[RemoteFile, ...]:
     return tuple(out)
 
 
-def _check(d: Deployment, spec: ServiceSpec) -> None:
-    if d.target.runtime == "process" and spec.needs_auth_proxy:
-        raise ConfigError("stack", [Problem("target.runtime", f"{spec.engine} needs an authenticating proxy, which "
-                                            "only the docker runtime provides", "process", "use runtime: docker")])
+def _check(d: Deployment) -> None:
+    errors = [p for p in ssh_checks(d) if p.severity == "error"]
+    if errors:
+        raise ConfigError("stack", errors)
 
 
 def plan(d: Deployment, spec: ServiceSpec) -> TargetPlan:
     """Step arguments for every host; spec from infra.render.ssh_spec (host paths for the process runtime)."""
     t = d.target
     assert isinstance(t, SshTarget)
-    _check(d, spec)
+    _check(d)
     files, data = service_files(d, spec), to_data(spec)
     fetch = not spec.streams_weights and d.model.weights.startswith("s3://")
     store = Store(d.storage.endpoint, d.storage.region, d.model.weights_bucket or d.storage.bucket,

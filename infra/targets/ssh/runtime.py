@@ -33,6 +33,13 @@ class Runtime:
     def _d(self) -> str:
         return shlex.quote(self.service_dir)
 
+    @property
+    def compose_file(self) -> str:
+        """The compose file infra.render writes (docker runtime)."""
+        from infra.render import COMPOSE
+
+        return shlex.quote(posixpath.join(self.service_dir, COMPOSE))
+
     def status(self) -> str:
         """Prints 'running' when the service is up."""
         if self.kind == "docker":
@@ -44,7 +51,7 @@ class Runtime:
         """Stops the service and waits until it is gone."""
         if self.kind == "docker":
             return (f"if [ -f {self.unit_path} ]; then systemctl disable --now {self.name} >/dev/null 2>&1; fi; "
-                    f"if [ -f {self._d()}/docker-compose.yaml ]; then docker compose -f {self._d()}/docker-compose.yaml "
+                    f"if [ -f {self.compose_file} ]; then docker compose -f {self.compose_file} "
                     "down --remove-orphans >/dev/null 2>&1; fi; true")
         return (f"p=$(cat {self._d()}/supervisor.pid 2>/dev/null); "
                 "if [ -n \"$p\" ] && kill -0 \"$p\" 2>/dev/null; then kill -TERM -\"$p\" 2>/dev/null; "
@@ -66,7 +73,7 @@ class Runtime:
         """Prints the last lines of the engine's log."""
         if self.kind == "docker":
             return (f"journalctl -u {self.name} -n {lines} --no-pager 2>/dev/null; "
-                    f"docker compose -f {self._d()}/docker-compose.yaml logs --no-color --tail {lines} 2>/dev/null; true")
+                    f"docker compose -f {self.compose_file} logs --no-color --tail {lines} 2>/dev/null; true")
         return f"tail -n {lines} {shlex.quote(self.log_path)} 2>/dev/null; true"
 
     def own_files(self) -> list[str]:
