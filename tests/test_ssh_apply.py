@@ -29,14 +29,14 @@ def fleet(host_network, weights_store):
     hosts = [host_network.add_host(f"rep{i}") for i in range(2)]
     d = deployment(hosts, weights_store, load_balancer={"host": hosts[0].name, "port": 8080})
     first = apply(d, hosts, weights_store)
-    yield hosts, d, first
+    yield hosts, d, first, weights_store
     ssh_apply.destroy(plan_for(d), secrets(hosts, weights_store))
     for h in hosts:
         host_network.remove_host(h)
 
 
 def test_first_apply_serves_every_host_with_the_key(fleet):
-    hosts, d, first = fleet
+    hosts, d, first, _ = fleet
     assert first.endpoints == [f"http://{h.address}:8000/v1" for h in hosts]
     assert first.endpoint == f"http://{hosts[0].address}:8080/v1"
     for ep in first.endpoints + [first.endpoint]:
@@ -52,11 +52,11 @@ def test_first_apply_serves_every_host_with_the_key(fleet):
 
 
 def test_second_apply_changes_nothing(fleet):
-    hosts, d, _ = fleet
+    hosts, d, _, store = fleet
     before = [ops_log(h) for h in hosts]
     mtimes = [managed_mtimes(h) for h in hosts]
     assert all("/etc/inferry/run-engine.sh" in m for m in mtimes)
-    again = apply(d, hosts, weights_store_of(fleet))
+    again = apply(d, hosts, store)
     assert (again.count("writes"), again.count("restarts")) == (0, 0)
     assert [ops_log(h) for h in hosts] == before
     assert [managed_mtimes(h) for h in hosts] == mtimes
@@ -67,20 +67,10 @@ def managed_mtimes(host) -> str:
     return host.exec("find /etc/inferry /var/lib/inferry -type f ! -name '*.log*' -printf '%p %T@\\n' | sort").stdout
 
 
-def weights_store_of(fleet):
-    """The store the fleet was applied from (its endpoint is in the deployment)."""
-    from tests.ssh_env import Store
-    d = fleet[1]
-    s = d.storage
-    from tests.servers.fixtures import ACCESS_KEY, SECRET_KEY
-    return Store(s.endpoint, s.region, ACCESS_KEY, SECRET_KEY)
-
-
 def test_changed_engine_option_restarts_only_the_engine(fleet):
-    hosts, d, _ = fleet
-    changed = deployment(hosts, weights_store_of(fleet), engine={"max_num_seqs": 64},
-                         load_balancer={"host": hosts[0].name, "port": 8080})
-    res = apply(changed, hosts, weights_store_of(fleet))
+    hosts, d, _, store = fleet
+    changed = deployment(hosts, store, engine={"max_num_seqs": 64}, load_balancer={"host": hosts[0].name, "port": 8080})
+    res = apply(changed, hosts, store)
     for h in res.hosts:
         assert h.outputs["service"]["changed"] == ["/etc/inferry/run-engine.sh"]
         assert h.outputs["service"]["restarts"] == 1

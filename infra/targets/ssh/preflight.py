@@ -38,9 +38,9 @@ def _version(v: str) -> tuple[int, ...]:
 
 def product_matches(product_name: str, gpu_key: str) -> bool:
     """Whether nvidia-smi's product name (e.g. 'NVIDIA H100 80GB HBM3') is the catalog GPU (e.g. 'H100-80GB')."""
-    from infra.targets.ssh.gpunames import catalog_key
+    from infra.catalog import gpu_for_product_name
 
-    return catalog_key(product_name) == gpu_key
+    return gpu_for_product_name(product_name) == gpu_key
 
 
 def gaps(f: HostFacts, req: Requirements) -> list[str]:
