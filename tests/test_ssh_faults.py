@@ -25,7 +25,7 @@ def test_sshd_killed_mid_apply_is_named_and_the_next_apply_converges(make_hosts,
     real_run = Session.run
 
     def run(self, cmd, step, **kw):
-        if step == "health check" and self.endpoint.address == bad.address:
+        if step == "health check" and self.conn.address == bad.address:
             bad.kill_sshd()  # connections drop while the command runs
         return real_run(self, cmd, step, **kw)
 

@@ -7,6 +7,7 @@ import socket
 import stat
 import threading
 import uuid
+import dataclasses
 from dataclasses import dataclass
 
 import paramiko
@@ -18,14 +19,31 @@ CONNECT_TIMEOUT_S = 15.0
 
 
 @dataclass(frozen=True)
-class Endpoint:
-    """Where and as whom to connect, and how to trust the host's key."""
+class Conn:
+    """A host's connection settings as provider inputs carry them (the private key travels separately, secret)."""
 
     address: str
     port: int = 22
     user: str = "root"
     name: str = ""
-    policy: HostKeyPolicy = HostKeyPolicy()
+    host_key: str | None = None  # pinned 'TYPE BASE64'
+    known_hosts: str | None = None
+    trust_on_first_use: bool = False
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Conn":
+        """From provider inputs (numbers may arrive as floats)."""
+        return cls(str(d["address"]), int(d.get("port", 22)), str(d.get("user", "root")), str(d.get("name") or ""),
+                   d.get("host_key") or None, d.get("known_hosts") or None, bool(d.get("trust_on_first_use", False)))
+
+    def to_dict(self) -> dict:
+        """For provider inputs."""
+        return dataclasses.asdict(self)
+
+    @property
+    def policy(self) -> HostKeyPolicy:
+        """How the host's key is trusted."""
+        return HostKeyPolicy(self.host_key, self.known_hosts, self.trust_on_first_use)
 
     @property
     def label(self) -> str:
@@ -57,8 +75,8 @@ def load_key(text: str, where: str) -> paramiko.PKey:
 class Session:
     """One authenticated SSH connection: run commands, read and write files atomically."""
 
-    def __init__(self, endpoint: Endpoint, transport: paramiko.Transport):
-        self.endpoint = endpoint
+    def __init__(self, conn: Conn, transport: paramiko.Transport):
+        self.conn = conn
         self._t = transport
         self._sftp: paramiko.SFTPClient | None = None
         self._lock = threading.Lock()
@@ -71,10 +89,10 @@ class Session:
     @property
     def sudo(self) -> str:
         """The prefix that runs a command as root ('' when logged in as root)."""
-        return "" if self.endpoint.user == "root" else "sudo -n "
+        return "" if self.conn.user == "root" else "sudo -n "
 
     def _fail(self, step: str, e: BaseException, fix: str) -> RemoteError:
-        return RemoteError(f"{step} failed: {type(e).__name__}: {e}", fix, where=f"host {self.endpoint.label}")
+        return RemoteError(f"{step} failed: {type(e).__name__}: {e}", fix, where=f"host {self.conn.label}")
 
     def run(self, cmd: str, step: str, *, stdin: str = "", check: bool = True, timeout: float = 600) -> Result:
         """Run a shell command (as root); a non-zero exit raises RemoteError unless check is False."""
@@ -96,7 +114,7 @@ class Session:
             tail = (res.err.strip() or res.out.strip())[-1500:]
             raise RemoteError(f"{step} failed (exit {code}): {tail}",
                               "fix the cause shown above on the host, then apply again",
-                              where=f"host {self.endpoint.label}")
+                              where=f"host {self.conn.label}")
         return res
 
     def sftp(self, step: str) -> paramiko.SFTPClient:
@@ -167,7 +185,7 @@ def _drain(chan: paramiko.Channel) -> tuple[bytes, bytes]:
             chan.status_event.wait(0.005)
 
 
-def connect(ep: Endpoint, key: paramiko.PKey, step: str = "connect") -> Session:
+def connect(ep: Conn, key: paramiko.PKey, step: str = "connect") -> Session:
     """Open, verify the host key, authenticate; every failure names the host, step and fix."""
     where = f"host {ep.label} ({ep.address}:{ep.port})"
     try:
