@@ -15,6 +15,7 @@ if [ "${1:-}" = "--test" ]; then
   command -v ip >/dev/null 2>&1 || need+=(iproute2)
   command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
   command -v curl >/dev/null 2>&1 || need+=(curl)
+  command -v sudo >/dev/null 2>&1 || need+=(sudo)  # SSH tests log in as a non-root user with sudo
   command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)  # verifies rendered unit files
   if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then

@@ -46,13 +46,14 @@ def weights_store(host_network, s3_server_factory, tmp_path_factory) -> Store:
     return Store(server.endpoint, server.region, server.access_key, server.secret_key)
 
 
-def deployment(hosts: list, store: Store, engine: dict | None = None, **target: Any) -> Deployment:
+def deployment(hosts: list, store: Store, engine: dict | None = None, user: str = "root", **target: Any) -> Deployment:
     """A vLLM deployment on these test hosts (process runtime, host keys pinned)."""
     raw = {
         "model": {"name": MODEL, "weights": f"s3://{BUCKET}/{PREFIX}"},
         "engine": {"kind": "vllm", "max_model_len": 4096, **(engine or {})},
         "target": {"kind": "ssh", "runtime": "process", "health_timeout_s": 20, "private_key": {"env": "TEST_SSH_KEY"},
-                   "hosts": [{"address": h.address, "name": h.name, "host_key": h.host_key_line} for h in hosts],
+                   "hosts": [{"address": h.address, "name": h.name, "host_key": h.host_key_line, "user": user}
+                             for h in hosts],
                    **target},
         "storage": {"endpoint": store.endpoint, "region": store.region, "bucket": BUCKET,
                     "access_key_id": {"env": "TEST_S3_ACCESS"}, "secret_access_key": {"env": "TEST_S3_SECRET"}},

@@ -78,3 +78,14 @@ def test_changed_engine_option_restarts_only_the_engine(fleet):
     assert res.lb["restarts"] == 0 and res.lb["writes"] == 0
     assert "--max-num-seqs 64" in hosts[1].exec("cat /etc/inferry/run-engine.sh").stdout
     assert chat(res.endpoint)
+
+
+def test_a_sudo_user_instead_of_root(make_hosts, weights_store):
+    (h,) = make_hosts(1)
+    h.exec("useradd -m -s /bin/sh -p '*' ubuntu && echo 'ubuntu ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/ubuntu", check=True)
+    d = deployment([h], weights_store, user="ubuntu")
+    first = apply(d, [h], weights_store)
+    assert chat(first.endpoint)
+    assert h.exec("stat -c '%U %a' /etc/inferry/inferry.env").stdout == "root 600\n"
+    assert h.exec("ls /tmp | grep -c inferry").stdout.strip() == "0"  # staged uploads are removed
+    assert apply(d, [h], weights_store).count("writes") == 0

@@ -1,4 +1,9 @@
-"""Apply or destroy an SSH target without the Pulumi CLI: the same providers, driven directly, hosts in parallel."""
+"""Apply or destroy an SSH target without the Pulumi CLI: the same providers, driven directly, hosts in parallel.
+
+    plan = plan_deployment(stack.deployment)        # infra.targets.ssh.plan
+    outcome = apply(plan, stack_secrets(stack))     # .endpoint, .endpoints, .count("writes"), .hosts[i].outputs
+    destroy(plan, stack_secrets(stack), remove_weights=False)
+"""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -54,6 +59,14 @@ class TargetOutcome:
     def failed(self) -> list[HostOutcome]:
         """Replicas that did not converge."""
         return [h for h in self.hosts if h.error is not None]
+
+
+def stack_secrets(stack) -> dict[str, str]:
+    """Every secret the target needs, resolved for the CLI (env or Pulumi config), by stack field."""
+    from infra.secrets import resolve
+
+    refs = stack.deployment.secret_refs()
+    return {f: resolve(ref, stack.name, f, stack.path) for f, ref in refs.items()}
 
 
 def _secret_props(plan: TargetPlan, secrets: dict[str, str]) -> dict:
