@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import hashlib
+import urllib.error
+import urllib.request
 
 import openai
 import pytest
@@ -43,6 +45,9 @@ def test_first_apply_serves_every_host_with_the_key(fleet):
         assert chat(ep)
         with pytest.raises(openai.AuthenticationError):
             chat(ep, key="wrong-key")
+        with pytest.raises(urllib.error.HTTPError) as no_key:
+            urllib.request.urlopen(f"{ep}/models", timeout=10)
+        assert no_key.value.code == 401
     for h in hosts:  # weights fetched and verified, env file private, one restart
         assert cached_weights(h) == {rel: hashlib.sha256(data).hexdigest() for rel, data in FILES.items()}
         assert h.exec("stat -c %a /etc/inferry/inferry.env").stdout == "600\n"

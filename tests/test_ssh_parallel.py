@@ -47,3 +47,15 @@ def test_bounded_parallelism_and_failures_by_name(monkeypatch):
     assert "apply failed on 1 of 5 hosts" in text and "host gpu-3: preflight failed: no usable GPU" in text
     assert "converged: gpu-1 (http://192.0.2.1:8000/v1), gpu-2" in text
     assert e.value.outcome.endpoints == [f"http://192.0.2.{i}:8000/v1" for i in (1, 2, 4, 5)]
+
+
+def test_diff_is_honest_about_inputs_and_floats():
+    p = providers.ServiceProvider()
+    props = {"conn": {"address": "192.0.2.1", "port": 22}, "max_parallel": 8, "spec": {"port": 8000},
+             "private_key": "k", "secret_values": {"serving.api_key": "a"}}
+    outs = {"fingerprint": providers.fingerprint(props), "endpoint": "http://192.0.2.1:8000/v1"}
+    as_pulumi_sends = {**props, "max_parallel": 8.0, "spec": {"port": 8000.0}}
+    assert p.diff("id", outs, as_pulumi_sends).changes is False
+    assert p.diff("id", outs, {**props, "secret_values": {"serving.api_key": "b"}}).changes is True
+    moved = p.diff("id", outs, {**props, "conn": {"address": "192.0.2.2", "port": 22}})
+    assert moved.changes is True and moved.replaces == ["conn"]

@@ -26,8 +26,19 @@ def _slot(n: int) -> threading.BoundedSemaphore:
         return _SLOTS.setdefault(n, threading.BoundedSemaphore(n))
 
 
+def _plain(value: Any) -> Any:
+    """Pulumi hands numbers back as floats: 8.0 and 8 must digest alike."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
 def _digest(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+    return hashlib.sha256(json.dumps(_plain(value), sort_keys=True, default=str).encode()).hexdigest()
 
 
 def fingerprint(props: dict) -> dict:
@@ -45,6 +56,7 @@ class _Step(ResourceProvider):
 
     def configure(self, req: ConfigureRequest) -> None:
         """Keep the stack config: delete reads the SSH key through its reference, not from state."""
+        # ConfigureRequest.config is "stack configuration for the current deployment" (Pulumi dynamic docs).
         self._cfg = req.config
 
     def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
