@@ -22,7 +22,7 @@ def test_docker_runtime_puts_compose_and_systemd_unit(eu_ssh):
     paths = sorted(f.path for f in svc.files)
     assert "/etc/inferry/compose.yaml" in paths and "/etc/systemd/system/inferry-engine.service" in paths
     assert not any(f.path.endswith("run-engine.sh") for f in svc.files)
-    w = p.hosts[0].weights
+    (w,) = p.hosts[0].weights
     assert (w.model_dir, w.store.bucket, w.store.prefix) == (
         "/var/lib/inferry/weights/llama-3.1-8b-instruct", "inferry-weights", "llama-3.1-8b-instruct")
     assert p.lb.upstreams == ("203.0.113.10:8000", "203.0.113.11:8000") and p.lb.conn.address == "203.0.113.10"
@@ -56,3 +56,13 @@ def test_plan_refuses_a_port_clash(eu_ssh):
     with pytest.raises(ConfigError) as e:
         plan_deployment(with_target(eu_ssh, load_balancer=lb))
     assert e.value.paths == ["target.load_balancer.port"]
+
+
+def test_a_draft_model_in_the_store_is_fetched_too(eu_ssh):
+    spec = {"method": "eagle3", "num_speculative_tokens": 3, "model": "s3://inferry-weights/eagle3-llama-3.1-8b"}
+    raw = eu_ssh.model_dump(exclude_none=True)
+    d = type(eu_ssh).model_validate({**raw, "engine": {**raw["engine"], "speculative": spec}})
+    model, draft = plan_deployment(d).hosts[1].weights
+    assert (draft.store.bucket, draft.store.prefix, draft.model_dir) == (
+        "inferry-weights", "eagle3-llama-3.1-8b", "/var/lib/inferry/weights/eagle3-llama-3.1-8b")
+    assert model.trt_build is False and draft.conn.name == "gpu-mad-2"

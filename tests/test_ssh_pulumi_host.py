@@ -20,7 +20,7 @@ def test_weights_and_service_through_the_provider_host(make_hosts, weights_store
     secret = {"private_key": h.client_key_text, "access_key_id": weights_store.access_key,
               "secret_access_key": weights_store.secret_key}
     with DynamicHost(config={"inferry:sshPrivateKey": h.client_key_text}) as host:
-        w = host.create(WeightsProvider(), {**props_of(hp.weights), **key_ref, **secret}, SECRET_INPUTS, "weights")
+        w = host.create(WeightsProvider(), {**props_of(hp.weights[0]), **key_ref, **secret}, SECRET_INPUTS, "weights")
         svc_in = {**props_of(with_depends(hp.service, w.outs["manifest_sha256"])), **key_ref,
                   "private_key": h.client_key_text, "secret_values": {"serving.api_key": API_KEY}}
         s = host.create(ServiceProvider(), svc_in, SECRET_INPUTS, "service")

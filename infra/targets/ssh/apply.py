@@ -78,12 +78,12 @@ def _apply_host(hp: HostPlan, plan: TargetPlan, secrets: dict[str, str]) -> Host
     common = _secret_props(plan, secrets)
     try:
         out.outputs["host"] = HostProvider().create({**props_of(hp.host), **common}).outs
-        depends = ""
-        if hp.weights is not None:
-            w = {**props_of(hp.weights), **common, "access_key_id": secrets[S3_ACCESS],
-                 "secret_access_key": secrets[S3_SECRET]}
-            out.outputs["weights"] = WeightsProvider().create(w).outs
-            depends = out.outputs["weights"]["manifest_sha256"]
+        digests = []
+        for i, wa in enumerate(hp.weights):
+            w = {**props_of(wa), **common, "access_key_id": secrets[S3_ACCESS], "secret_access_key": secrets[S3_SECRET]}
+            out.outputs["weights" if i == 0 else f"weights{i}"] = outs = WeightsProvider().create(w).outs
+            digests.append(outs["manifest_sha256"])
+        depends = " ".join(digests)
         values = {f: secrets[f] for f in plan.secret_fields}
         svc = {**props_of(with_depends(hp.service, depends)), **common, "secret_values": values}
         out.outputs["service"] = ServiceProvider().create(svc).outs
@@ -130,8 +130,8 @@ def destroy(plan: TargetPlan, secrets: dict[str, str], remove_weights: bool = Fa
         out = HostOutcome(hp.label)
         try:
             ServiceProvider().delete(hp.label, {**props_of(hp.service), **common})
-            if hp.weights is not None:
-                w = props_of(hp.weights) | {"keep_on_destroy": not remove_weights}
+            for wa in hp.weights:
+                w = props_of(wa) | {"keep_on_destroy": not remove_weights}
                 WeightsProvider().delete(hp.label, {**w, **common})
         except InferryError as e:
             out.error = e

@@ -50,6 +50,10 @@ class LoadBalancerStep(Resource, module="inferry", name="SshLoadBalancer"):
         super().__init__(LoadBalancerProvider(), name, {**props, "endpoint": None}, opts)
 
 
+def _joined(digests: list) -> str:
+    return " ".join(x or "" for x in digests)
+
+
 @dataclass(frozen=True)
 class SshTargetArgs:
     """What the component needs: the deployment, the engine's service, and the secrets as Outputs by field."""
@@ -79,13 +83,13 @@ class SshTarget(pulumi.ComponentResource):
             host = HostStep(f"{base}-host", {**props_of(hp.host), **common}, pulumi.ResourceOptions(parent=self))
             svc = props_of(hp.service)
             after: list[pulumi.Resource] = [host]
-            if hp.weights is not None:
-                w = WeightsStep(f"{base}-weights", {**props_of(hp.weights), **common,
-                                                    "access_key_id": sec["storage.access_key_id"],
-                                                    "secret_access_key": sec["storage.secret_access_key"]},
-                                pulumi.ResourceOptions(parent=self, depends_on=[host]))
-                svc["depends"] = w.manifest_sha256
-                after.append(w)
+            for i, wa in enumerate(hp.weights):
+                after.append(WeightsStep(f"{base}-weights" + (f"-{i}" if i else ""),
+                                         {**props_of(wa), **common, "access_key_id": sec["storage.access_key_id"],
+                                          "secret_access_key": sec["storage.secret_access_key"]},
+                                         pulumi.ResourceOptions(parent=self, depends_on=[host])))
+            digests = [w.manifest_sha256 for w in after[1:]]
+            svc["depends"] = pulumi.Output.all(*digests).apply(_joined) if digests else ""
             svc.update(common, secret_values=secret_values)
             services.append(ServiceStep(f"{base}-service", svc, pulumi.ResourceOptions(parent=self, depends_on=after)))
         self.endpoints = pulumi.Output.all(*[s.endpoint for s in services])

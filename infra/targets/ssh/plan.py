@@ -5,6 +5,7 @@ import posixpath
 from dataclasses import dataclass, replace
 
 from infra.config import Deployment, SshHost, SshTarget
+from infra.engines.common import weights_dir  # host path = the engines' layout under the cache
 from infra.engines.spec import ServiceSpec
 from infra.errors import ConfigError
 from infra.targets.ssh.checks import ssh_checks
@@ -26,7 +27,7 @@ class HostPlan:
 
     label: str
     host: HostArgs
-    weights: WeightsArgs | None  # None when the weights are a host path or the engine streams them
+    weights: tuple[WeightsArgs, ...]  # the model, then extra weights (a draft); none when streamed or on the host
     service: ServiceArgs
 
 
@@ -72,17 +73,16 @@ def plan(d: Deployment, spec: ServiceSpec) -> TargetPlan:
     assert isinstance(t, SshTarget)
     _check(d)
     files, data = service_files(d, spec), to_data(spec)
-    fetch = not spec.streams_weights and d.model.weights.startswith("s3://")
-    store = Store(d.storage.endpoint, d.storage.region, d.model.weights_bucket or d.storage.bucket,
-                  d.model.weights_prefix or "", d.storage.addressing_style)
-    model_dir = posixpath.join(t.weights_cache, store.prefix.strip("/"))  # engines' weights_dir(): cache/<prefix>
+    sources = [] if spec.streams_weights else [d.model.weights] + [src for src, _ in spec.extra_weights]
     ops_log = posixpath.join(t.service_dir, "ops.log")
     hosts = []
     for h in t.hosts:
         c = conn_of(t, h)
         host = HostArgs(c, d.provider.gpu, d.provider.gpu_count, d.engine.kind, t.runtime, t.install_docker,
                         t.weights_cache)
-        weights = WeightsArgs(c, store, model_dir, trt_build=spec.build is not None, ops_log=ops_log) if fetch else None
+        weights = tuple(WeightsArgs(c, _store(d, src), weights_dir(src, t.weights_cache),
+                                    trt_build=spec.build is not None and i == 0, ops_log=ops_log)
+                        for i, src in enumerate(sources) if src.startswith("s3://"))
         svc = ServiceArgs(c, t.runtime, SERVICE_NAME, t.service_dir, files, data, t.health_timeout_s)
         hosts.append(HostPlan(h.label, host, weights, svc))
     lb = None
@@ -92,6 +92,12 @@ def plan(d: Deployment, spec: ServiceSpec) -> TargetPlan:
                     tuple(f"{h.address}:{spec.port}" for h in t.hosts), spec.served_model_name or d.model.name)
     fields = tuple(sorted({e.secret_field for e in spec.secret_env() if e.secret_field} | {"serving.api_key"}))
     return TargetPlan(tuple(hosts), lb, t.max_parallel, fields)
+
+
+def _store(d: Deployment, source: str) -> Store:
+    """The store holding an s3://BUCKET/PREFIX source (the stack's storage endpoint and keys)."""
+    bucket, _, prefix = source[5:].partition("/")
+    return Store(d.storage.endpoint, d.storage.region, bucket, prefix.strip("/"), d.storage.addressing_style)
 
 
 def plan_deployment(d: Deployment) -> TargetPlan:
