@@ -100,8 +100,16 @@ class Autoscaling(_Strict):
     min_replicas: int = Field(default=1, ge=0)
     max_replicas: int = Field(default=4, ge=1)
     queue_target: int = Field(default=5, ge=1, description="waiting requests per replica before scaling out")
-    prometheus_url: str = "http://prometheus-operated.monitoring.svc:9090"
+    prometheus_url: str = Field(default="http://prometheus-operated.monitoring.svc:9090", pattern=r"^https?://\S+$")
     scale_to_zero: bool = False
+    metric: str | None = Field(default=None, pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$",
+                               description="per-pod queue gauge; default vllm:num_requests_waiting for vLLM")
+    cooldown_s: int = Field(default=300, ge=0, le=86400, description="seconds of low load before scaling in")
+    concurrency_target: int = Field(default=64, ge=1, description="scale_to_zero: in-flight requests per replica")
+    interceptor_host: str = Field(default="keda-add-ons-http-interceptor-proxy.keda.svc.cluster.local",
+                                  pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+                                  description="scale_to_zero: the KEDA HTTP add-on interceptor Service")
+    interceptor_port: int = Field(default=8080, ge=1, le=65535)
 
     @model_validator(mode="after")
     def _bounds(self) -> "Autoscaling":
@@ -141,6 +149,10 @@ class KubernetesTarget(_Strict):
     service_monitor: bool = False
     startup_timeout_s: int = Field(default=1800, ge=60)
     labels: dict[str, str] = Field(default_factory=dict)
+    cpu: str = Field(default="8", pattern=QUANTITY, description="CPU request per replica")
+    memory: str = Field(default="64Gi", pattern=QUANTITY, description="memory request and limit per replica")
+    fetch_image: str = Field(default="amazon/aws-cli:2.22.0", min_length=1,
+                             description="image with the aws CLI that fetches weights from the store")
 
 
 TargetConfig = SshTarget | KubernetesTarget

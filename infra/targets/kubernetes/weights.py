@@ -1,0 +1,136 @@
+"""Weight delivery on Kubernetes: init containers that fetch and verify, and the TensorRT engine-build Job."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from infra.targets.kubernetes.context import SCRIPTS_DIR, Ctx
+from infra.targets.kubernetes.names import short_hash
+
+TEMPLATES = Path(__file__).resolve().parents[3] / "templates" / "kubernetes"
+FETCH_SCRIPT = "fetch-weights.sh"
+VERIFY_SCRIPT = "verify-weights.py"
+MANIFEST_NAME = "inferry-manifest.json"  # the weight store's manifest (files: path, size, sha256)
+
+
+def scripts() -> dict[str, str]:
+    """The helper scripts shipped in the ConfigMap, by file name."""
+    return {n: (TEMPLATES / n).read_text(encoding="utf-8") for n in (FETCH_SCRIPT, VERIFY_SCRIPT)}
+
+
+def build_prefix(ctx: Ctx) -> str | None:
+    """The store prefix of the built TensorRT engine, when the spec has a build step."""
+    if ctx.spec.build is None:
+        return None
+    key = ctx.spec.build.cache_key.removeprefix(f"s3://{ctx.d.storage.bucket}/")
+    return key.strip("/")
+
+
+def s3_env(ctx: Ctx) -> list[dict[str, Any]]:
+    """AWS CLI environment for the weight store; keys come from the Secret."""
+    s = ctx.d.storage
+    return [
+        {"name": "AWS_ENDPOINT_URL", "value": s.endpoint},
+        {"name": "AWS_DEFAULT_REGION", "value": s.region},
+        {"name": "ADDRESSING_STYLE", "value": s.addressing_style},
+        {"name": "HOME", "value": "/tmp"},  # `aws configure set` writes ~/.aws/config
+        ctx.secret_ref("AWS_ACCESS_KEY_ID", "storage.access_key_id"),
+        ctx.secret_ref("AWS_SECRET_ACCESS_KEY", "storage.secret_access_key"),
+    ]
+
+
+def weight_mounts(ctx: Ctx, read_only: bool) -> list[dict[str, Any]]:
+    """Mounts of the weights (and built engine) volumes."""
+    mounts = [{"name": "weights", "mountPath": ctx.spec.model_dir, "readOnly": read_only}]
+    if ctx.spec.build is not None:
+        mounts.append({"name": "engine-build", "mountPath": ctx.spec.build.output_dir, "readOnly": read_only})
+    return mounts
+
+
+def _scripts_mount() -> dict[str, Any]:
+    return {"name": "config", "mountPath": SCRIPTS_DIR, "readOnly": True}
+
+
+def fetch_container(ctx: Ctx, with_build: bool = True) -> dict[str, Any]:
+    """Init container: copy the model (and the built engine) from the store into the weights volume."""
+    env = [{"name": "BUCKET", "value": ctx.d.model.weights_bucket or ""},
+           {"name": "PREFIX", "value": ctx.d.model.weights_prefix or ""},
+           {"name": "WEIGHTS_DIR", "value": ctx.spec.model_dir}]
+    prefix = build_prefix(ctx) if with_build else None
+    if prefix is not None:
+        env += [{"name": "BUILD_PREFIX", "value": prefix},
+                {"name": "BUILD_DIR", "value": ctx.spec.build.output_dir}]
+    mounts = weight_mounts(ctx, read_only=False)[: None if prefix is not None else 1]
+    return {
+        "name": "fetch-weights", "image": ctx.t.fetch_image,
+        "command": ["sh", f"{SCRIPTS_DIR}/{FETCH_SCRIPT}"],
+        "env": env + s3_env(ctx),
+        "volumeMounts": mounts + [_scripts_mount()],
+        "resources": {"requests": {"cpu": "1", "memory": "512Mi"}},
+    }
+
+
+def verify_container(ctx: Ctx) -> dict[str, Any]:
+    """Init container: check sizes and sha256 against the manifest, in the engine image (it has python3)."""
+    return {
+        "name": "verify-weights", "image": ctx.spec.image,
+        "command": ["python3", f"{SCRIPTS_DIR}/{VERIFY_SCRIPT}"],
+        "env": [{"name": "WEIGHTS_DIR", "value": ctx.spec.model_dir}],
+        "volumeMounts": weight_mounts(ctx, read_only=False)[:1] + [_scripts_mount()],
+        "resources": {"requests": {"cpu": "2", "memory": "256Mi"}},
+    }
+
+
+def weights_volume(ctx: Ctx) -> dict[str, Any]:
+    """The weights volume: node-local emptyDir, or the shared PVC cache."""
+    if ctx.t.weights_delivery == "pvc":
+        return {"name": "weights", "persistentVolumeClaim": {"claimName": pvc_name(ctx)}}
+    return {"name": "weights", "emptyDir": {"sizeLimit": ctx.t.cache_size}}
+
+
+def pvc_name(ctx: Ctx) -> str:
+    """The PVC that caches weights across pod restarts."""
+    return f"{ctx.name}-weights"
+
+
+def pvc_spec(ctx: Ctx) -> dict[str, Any]:
+    """The cache PVC: ReadWriteMany when several replicas share it, else ReadWriteOnce."""
+    shared = ctx.t.replicas > 1 or ctx.t.autoscaling is not None
+    spec: dict[str, Any] = {"accessModes": ["ReadWriteMany" if shared else "ReadWriteOnce"],
+                            "resources": {"requests": {"storage": ctx.t.cache_size}}}
+    if ctx.t.storage_class:
+        spec["storageClassName"] = ctx.t.storage_class
+    return spec
+
+
+def build_job_name(ctx: Ctx) -> str:
+    """The build Job's name changes with the cache key: a new build is a new Job (Jobs are immutable)."""
+    return f"{ctx.name}-build-{short_hash(ctx.spec.build.cache_key)}"
+
+
+def build_job_spec(ctx: Ctx, pod_common: dict[str, Any]) -> dict[str, Any]:
+    """Job: fetch weights, build the TensorRT engine on a GPU of the serving kind, upload it to the build cache."""
+    b = ctx.spec.build
+    build = {
+        "name": "build-engine", "image": b.image, "command": ["sh", "-c", b.script],
+        "volumeMounts": weight_mounts(ctx, read_only=False) + [{"name": "shm", "mountPath": "/dev/shm"}],
+        "resources": {"limits": {"nvidia.com/gpu": str(ctx.spec.gpus)},
+                      "requests": {"nvidia.com/gpu": str(ctx.spec.gpus), "cpu": ctx.t.cpu, "memory": ctx.t.memory}},
+    }
+    upload = {
+        "name": "upload-engine", "image": ctx.t.fetch_image,
+        "command": ["sh", "-c", 'aws configure set default.s3.addressing_style "$ADDRESSING_STYLE" && '
+                    'aws s3 sync --only-show-errors "$BUILD_DIR" "s3://$BUCKET/$BUILD_PREFIX"'],
+        "env": [{"name": "BUCKET", "value": ctx.d.model.weights_bucket or ctx.d.storage.bucket},
+                {"name": "BUILD_PREFIX", "value": build_prefix(ctx)},
+                {"name": "BUILD_DIR", "value": b.output_dir}] + s3_env(ctx),
+        "volumeMounts": weight_mounts(ctx, read_only=True)[1:],
+        "resources": {"requests": {"cpu": "1", "memory": "512Mi"}},
+    }
+    volumes = [{"name": "weights", "emptyDir": {"sizeLimit": ctx.t.cache_size}},
+               {"name": "engine-build", "emptyDir": {}}] + [v for v in pod_common["volumes"]
+                                                            if v["name"] in ("config", "shm")]
+    pod = {**{k: v for k, v in pod_common.items() if k != "volumes"}, "restartPolicy": "Never",
+           "initContainers": [fetch_container(ctx, with_build=False), verify_container(ctx), build],
+           "containers": [upload], "volumes": volumes}
+    return {"backoffLimit": 1, "template": {"metadata": {"labels": ctx.labels("engine-build")}, "spec": pod}}
