@@ -12,7 +12,9 @@ Check = Callable[[Deployment], list[Problem]]
 
 def _checks() -> list[Check]:
     # Imported lazily so a broken optional module cannot break loading the config itself.
-    checks: list[Check] = []
+    from infra.targets.kubernetes.checks import check_kubernetes
+
+    checks: list[Check] = [check_kubernetes]
     return checks
 
 
