@@ -135,4 +135,6 @@ class KubernetesTarget(pulumi.ComponentResource):
         if ctx.t.ingress is not None:
             scheme = "https" if ctx.t.ingress.tls_secret else "http"
             return f"{scheme}://{ctx.t.ingress.host}"
+        if ctx.scales_to_zero:  # through the interceptor, so that a request wakes a replica
+            return f"http://{ctx.name}-wake.{ctx.ns}.svc.cluster.local:{ctx.t.autoscaling.interceptor_port}"
         return f"http://{ctx.name}.{ctx.ns}.svc.cluster.local:{ctx.spec.port}"

@@ -88,8 +88,8 @@ def hpa_spec(ctx: Ctx) -> dict[str, Any]:
 
 
 def wake_hosts(ctx: Ctx) -> list[str]:
-    """Host headers the interceptor routes to this model."""
-    hosts = [f"{ctx.name}.{ctx.ns}.svc.cluster.local"]
+    """Host headers the interceptor routes to this model: the Ingress host and the in-cluster wake Service."""
+    hosts = [f"{ctx.name}-wake.{ctx.ns}.svc.cluster.local"]
     return ([ctx.t.ingress.host] if ctx.t.ingress else []) + hosts
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from infra.engines.spec import MODELS_DIR
 from infra.targets.kubernetes.context import SCRIPTS_DIR, Ctx
 from infra.targets.kubernetes.names import short_hash
 
@@ -39,9 +40,14 @@ def s3_env(ctx: Ctx) -> list[dict[str, Any]]:
     ]
 
 
+def weights_root(ctx: Ctx) -> str:
+    """Where the weights volume is mounted: MODELS_DIR when the model folder is below it (room for drafts)."""
+    return MODELS_DIR if ctx.spec.model_dir.startswith(MODELS_DIR + "/") else ctx.spec.model_dir
+
+
 def weight_mounts(ctx: Ctx, read_only: bool) -> list[dict[str, Any]]:
     """Mounts of the weights (and built engine) volumes."""
-    mounts = [{"name": "weights", "mountPath": ctx.spec.model_dir, "readOnly": read_only}]
+    mounts = [{"name": "weights", "mountPath": weights_root(ctx), "readOnly": read_only}]
     if ctx.spec.build is not None:
         mounts.append({"name": "engine-build", "mountPath": ctx.spec.build.output_dir, "readOnly": read_only})
     return mounts
