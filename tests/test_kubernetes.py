@@ -8,6 +8,7 @@ import kubernetes_validate
 import pulumi
 import pytest
 
+from infra.errors import InferryError
 from infra.targets.kubernetes.component import KubernetesTarget
 from infra.targets.kubernetes.context import KubernetesTargetArgs
 from infra.targets.kubernetes.manifests import objects
@@ -118,6 +119,14 @@ def test_scale_to_zero_routes_the_ingress_through_the_interceptor(rendered):
     assert not by_kind(manifests, "ScaledObject")  # one owner of the replica count
 
 
+def test_build_job_runs_before_the_deployment_and_objects_wait_for_their_inputs():
+    _, _, target = _run_component("trtllm-build-tp2")
+    waits = target.waits_for
+    assert {"build", "secrets", "config", "namespace"} <= set(waits["deployment"])
+    assert {"secrets", "config", "namespace"} <= set(waits["build"])
+    assert {"deployment", "service"} <= set(waits["scaledobject"]) and waits["namespace"] == ()
+
+
 def test_pods_select_only_serving_pods(rendered):
     manifests = rendered["trtllm-build-tp2"]
     selector = by_kind(manifests, "Service")[0]["spec"]["selector"]
@@ -127,9 +136,9 @@ def test_pods_select_only_serving_pods(rendered):
     assert pdb["selector"]["matchLabels"] == selector
 
 
-def _run_component(case="bundled"):
+def _run_component(case="bundled", secrets=None):
     d = deployment(case)
-    values = {path: pulumi.Output.secret(f"s3cr3t-{path}") for path in d.secret_refs()}
+    values = secrets if secrets is not None else {p: pulumi.Output.secret(f"s3cr3t-{p}") for p in d.secret_refs()}
     holder = {}
 
     def program():
@@ -139,11 +148,12 @@ def _run_component(case="bundled"):
         pulumi.export("endpoints", t.endpoints)
         pulumi.export("model", t.model)
 
-    return run(program, {}, [])
+    mocks, exports = run(program, {}, [])
+    return mocks, exports, holder["t"]
 
 
 def test_secret_values_only_in_the_secret_and_marked_secret():
-    mocks, _ = _run_component()
+    mocks, _, _ = _run_component()
     secret = mocks.of_type("kubernetes:core/v1:Secret")[0]
     data = secret.inputs["stringData"]
     assert SECRET_SIG in data  # the whole map is a secret Output: encrypted in state, hidden in logs
@@ -154,7 +164,7 @@ def test_secret_values_only_in_the_secret_and_marked_secret():
 
 
 def test_explicit_provider_and_outputs():
-    mocks, exports = _run_component()
+    mocks, exports, _ = _run_component()
     (provider,) = mocks.of_type("pulumi:providers:kubernetes")
     assert provider.inputs["context"] == "eks-inference" and provider.inputs["kubeconfig"]
     k8s_objects = [r for r in mocks.resources if r.type.startswith("kubernetes:")]
@@ -180,3 +190,9 @@ def test_validators_reject_what_they_should(rendered):
     http["spec"]["scaleTargetRef"]["portName"] = "http"  # port and portName together break the CEL rule
     with pytest.raises(jsonschema.ValidationError):
         validate(http)
+
+
+def test_missing_secret_value_is_a_clear_error():
+    with pytest.raises(InferryError) as info:
+        _run_component(secrets={"serving.api_key": "k"})
+    assert "storage.access_key_id" in info.value.message and info.value.fix

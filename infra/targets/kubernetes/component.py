@@ -44,6 +44,8 @@ class KubernetesTarget(pulumi.ComponentResource):
         super().__init__(TYPE, name, None, opts)
         ctx = Ctx(args.deployment, args.spec)
         self._ctx = ctx
+        self.objects: dict[str, pulumi.Resource] = {}  # role -> child, for inspection
+        self.waits_for: dict[str, tuple[str, ...]] = {}  # role -> roles it depends on
         provider = k8s.Provider(f"{name}-provider", kubeconfig=kubeconfig_path(ctx.t.kubeconfig),
                                 context=ctx.t.context, opts=pulumi.ResourceOptions(parent=self))
         self._opts = pulumi.ResourceOptions(parent=self, provider=provider)
@@ -68,7 +70,11 @@ class KubernetesTarget(pulumi.ComponentResource):
         opts = pulumi.ResourceOptions.merge(self._opts, pulumi.ResourceOptions(depends_on=deps))
         if "custom_timeouts" in kwargs:
             opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(custom_timeouts=kwargs.pop("custom_timeouts")))
-        return cls(f"{self._ctx.name}-{suffix}", opts=opts, **kwargs)
+        resource = cls(f"{self._ctx.name}-{suffix}", opts=opts, **kwargs)
+        roles = {id(r): role for role, r in self.objects.items()}
+        self.waits_for[suffix] = tuple(roles[id(d)] for d in deps)
+        self.objects[suffix] = resource
+        return resource
 
     def _namespace(self) -> list:
         if not self._ctx.t.create_namespace:
