@@ -115,8 +115,10 @@ def _fetch(s3_server, root, home):
                           check=False, timeout=120)
 
 
-def test_fetch_script_pulls_from_a_real_store_then_verifies_then_skips(s3_server, tmp_path):
-    """The init container's script, run for real: aws CLI against rclone's S3 server."""
+def test_fetch_script_pulls_from_a_real_store_then_verifies_then_skips(s3_server_factory, tmp_path):
+    """The init container's script, run for real: aws CLI against rclone's S3 server (its own: rclone caches
+    directory listings, so buckets made on disk must exist before the first listing)."""
+    s3_server = s3_server_factory()
     store = _model(tmp_path / "store", {"config.json": b"{}", "model.safetensors": b"w" * 70000})
     shutil.copytree(store, s3_server.bucket("weights") / "m", dirs_exist_ok=True)
     cache, home = tmp_path / "cache" / "m", tmp_path / "home"
