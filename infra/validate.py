@@ -12,9 +12,11 @@ Check = Callable[[Deployment], list[Problem]]
 
 def _checks() -> list[Check]:
     # Imported lazily so a broken optional module cannot break loading the config itself.
+    from infra.engines.checks import engine_checks
+    from infra.fit import sizing_problems
     from infra.targets.kubernetes.checks import check_kubernetes
 
-    checks: list[Check] = [check_kubernetes]
+    checks: list[Check] = [engine_checks, sizing_problems, check_kubernetes]
     return checks
 
 

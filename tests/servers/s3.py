@@ -123,9 +123,12 @@ class S3Server:
         return self.proc is not None and self.proc.poll() is None
 
     def bucket(self, name: str) -> Path:
-        """Create a bucket (a top-level folder) directly on disk; returns its path."""
+        """Create a bucket (through the API while running: rclone caches its directory listing)."""
         path = self.root / name
-        path.mkdir(parents=True, exist_ok=True)
+        if not self.running:
+            path.mkdir(parents=True, exist_ok=True)
+        elif not path.is_dir():
+            self.boto3_client().create_bucket(Bucket=name)
         return path
 
     def boto3_client(self):

@@ -1,0 +1,69 @@
+"""HostNetwork: this run's private /24 with a bridge, a test client key, and the hosts on it."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.hosts import netns
+from tests.hosts.host import HostOptions, TestHost, keygen
+
+
+class HostNetwork:
+    """A bridge with a private /24 in the root namespace; add_host() puts real sshd hosts on it."""
+
+    def __init__(self) -> None:
+        self.slot = netns.claim_slot()
+        self.client_key_path: Path = self.slot.dir / "client_ed25519"
+        self.client_public_line = keygen(self.client_key_path)
+        self.hosts: dict[str, TestHost] = {}
+        self._next_index = 2
+
+    @property
+    def bridge(self) -> str:
+        """Bridge interface name."""
+        return self.slot.bridge
+
+    @property
+    def subnet(self) -> str:
+        """The private /24, e.g. '10.213.1.0/24'."""
+        return self.slot.subnet
+
+    @property
+    def gateway(self) -> str:
+        """The bridge's address: bind servers the hosts must reach (S3, ...) here, not 127.0.0.1."""
+        return self.slot.gateway
+
+    @property
+    def client_key_text(self) -> str:
+        """The test client's private key text, authorised on every host."""
+        return self.client_key_path.read_text()
+
+    def _free_index(self) -> int:
+        """Next unused address, round-robin: a reused address would meet stale ARP entries."""
+        used = {h.index for h in self.hosts.values()}
+        for step in range(253):
+            index = 2 + (self._next_index - 2 + step) % 253
+            if index not in used:
+                self._next_index = index + 1
+                return index
+        raise RuntimeError(f"no address left in {self.subnet}")
+
+    def add_host(self, name: str, gpu: str = "h200", gpu_count: int = 1,
+                 weights_cache_size: str | int | None = None, **kw) -> TestHost:
+        """Boot a host named name (GPU kind 'h200'|'h100', count, optional tmpfs size for the weights cache)."""
+        if name in self.hosts:
+            raise ValueError(f"host {name!r} already exists on {self.subnet}")
+        options = HostOptions(gpu=gpu, gpu_count=gpu_count, weights_cache_size=weights_cache_size, **kw)
+        host = TestHost(self.slot, name, self._free_index(), self.client_key_path, options)
+        self.hosts[name] = host
+        return host
+
+    def remove_host(self, host: TestHost) -> None:
+        """Tear one host down (processes, namespace, veth, folder)."""
+        self.hosts.pop(host.name, None)
+        host.close()
+
+    def close(self) -> None:
+        """Tear down every host, the bridge and the run's state."""
+        for host in list(self.hosts.values()):
+            self.remove_host(host)
+        netns.release_slot(self.slot)
