@@ -16,10 +16,11 @@ K8S_STACK = ROOT / "stacks" / "Pulumi.aws-k8s.yaml"
 SSH_TWIN = ROOT / "stacks" / "Pulumi.eu-ssh.yaml"
 
 TRTLLM = {"kind": "tensorrt-llm", "backend": "tensorrt", "max_model_len": 32768, "tensor_parallel_size": 2,
-          "quantization": "fp8", "build": {"qformat": "fp8"}}
+          "quantization": "fp8", "build": {"qformat": "fp8"}, "enable_block_reuse": True, "max_batch_size": 64}
+DRAFT = {"method": "draft_model", "model": "s3://inferry-weights/llama-3.2-1b-instruct", "num_speculative_tokens": 4}
 CASES: dict[str, dict[str, Any]] = {
     "bundled": {},
-    "pvc-hpa-pdb-monitor": {"target": {"weights_delivery": "pvc", "storage_class": "fast-rwx",
+    "pvc-hpa-pdb-monitor": {"engine": {"speculative": DRAFT}, "target": {"weights_delivery": "pvc", "storage_class": "fast-rwx",
                                        "autoscaling": {"engine": "hpa", "min_replicas": 1, "max_replicas": 3},
                                        "pdb_min_available": 1, "service_monitor": True}},
     "stream-fixed-replicas": {"engine": {"load_format": "runai_streamer"},
@@ -64,29 +65,7 @@ def deployment(case: str) -> Deployment:
 
 
 def spec_of(d: Deployment) -> ServiceSpec:
-    """A ServiceSpec shaped like the engines' for d (hand-built until infra.engines.service_spec lands)."""
-    from infra.engines.spec import BuildStep, EnvVar, SpecFile
+    """The engine's real ServiceSpec for d, as the program builds it."""
+    from infra.targets.kubernetes.deploy import spec_for
 
-    api = EnvVar("VLLM_API_KEY", secret=d.serving.api_key, secret_field="serving.api_key")
-    if d.engine.kind == "vllm":
-        streams = d.engine.load_format == "runai_streamer"
-        model = d.model.weights if streams else "/models"
-        env = (api,) + ((EnvVar("AWS_ENDPOINT_URL", value=d.storage.endpoint),
-                         EnvVar("AWS_ACCESS_KEY_ID", secret=d.storage.access_key_id,
-                                secret_field="storage.access_key_id"),
-                         EnvVar("AWS_SECRET_ACCESS_KEY", secret=d.storage.secret_access_key,
-                                secret_field="storage.secret_access_key")) if streams else ())
-        return ServiceSpec(engine="vllm", version="0.33.0", image="vllm/vllm-openai:v0.33.0",
-                           command=("vllm", "serve"), args=(model, "--served-model-name", d.model.name,
-                                                           "--port", "8000", "--tensor-parallel-size",
-                                                           str(d.engine.tensor_parallel_size)),
-                           env=env, gpus=d.engine.gpus, served_model_name=d.model.name, model_dir=model,
-                           streams_weights=streams)
-    build = BuildStep(image="nvcr.io/nvidia/tensorrt-llm/release:1.2.1", script="trtllm-build --output_dir /engine",
-                      cache_key="builds/llama-3.1-8b-instruct/h100-trtllm-1.2.1-abc123", output_dir="/engine")
-    return ServiceSpec(engine="tensorrt-llm", version="1.2.1", image="nvcr.io/nvidia/tensorrt-llm/release:1.2.1",
-                       command=("trtllm-serve",), args=("/engine", "--backend", "tensorrt", "--config",
-                                                        "/etc/inferry/extra-llm-api.yaml"),
-                       files=(SpecFile("extra-llm-api.yaml", "kv_cache_config:\n  free_gpu_memory_fraction: 0.9\n",
-                                       "/etc/inferry/extra-llm-api.yaml"),),
-                       env=(api,), gpus=d.engine.gpus, served_model_name=d.model.name, build=build)
+    return spec_for(d)

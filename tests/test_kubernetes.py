@@ -72,10 +72,27 @@ def test_tensor_parallel_gpus_and_build_job_fetch_then_build_then_upload(rendere
     assert env["BUILD_PREFIX"] == spec_of(deployment("trtllm-build-tp2")).build.cache_key
     serve_fetch = by_kind(manifests, "Deployment")[0]["spec"]["template"]["spec"]["initContainers"][0]
     assert {e["name"]: e.get("value") for e in serve_fetch["env"]}["BUILD_PREFIX"] == env["BUILD_PREFIX"]
+    spec = spec_of(deployment("trtllm-build-tp2"))
     config = by_kind(manifests, "ConfigMap")[0]["data"]
-    assert "kv_cache_config" in config["extra-llm-api.yaml"]
+    assert spec.files and all(config[f.name] == f.content for f in spec.files)
+    mounts = by_kind(manifests, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+    assert {(m["mountPath"], m.get("subPath")) for m in mounts} >= {(f.mount_path, f.name) for f in spec.files}
     names = [m["kind"] for m in manifests]
     assert names.index("Job") < names.index("Deployment")  # render order = apply order
+
+
+def test_engine_without_key_check_gets_the_auth_proxy_in_front(rendered):
+    manifests = rendered["trtllm-build-tp2"]
+    spec = spec_of(deployment("trtllm-build-tp2"))
+    assert spec.needs_auth_proxy and spec.listen_port != spec.port
+    engine, proxy = by_kind(manifests, "Deployment")[0]["spec"]["template"]["spec"]["containers"]
+    assert engine["ports"] == [{"name": "engine", "containerPort": spec.listen_port, "protocol": "TCP"}]
+    assert engine["startupProbe"]["httpGet"]["port"] == "engine"
+    assert proxy["ports"][0]["containerPort"] == spec.port and proxy["ports"][0]["name"] == "http"
+    key = next(e for e in proxy["env"] if e["name"] == "INFERRY_API_KEY")
+    assert key["valueFrom"]["secretKeyRef"]["key"] == "serving.api_key"
+    assert "Bearer ${INFERRY_API_KEY}" in by_kind(manifests, "ConfigMap")[0]["data"]["auth-proxy.conf.template"]
+    assert len(by_kind(rendered["bundled"], "Deployment")[0]["spec"]["template"]["spec"]["containers"]) == 1
 
 
 def test_gpu_product_affinity_tolerations_and_labels(rendered):
@@ -87,6 +104,16 @@ def test_gpu_product_affinity_tolerations_and_labels(rendered):
     other = by_kind(rendered["existing-namespace-no-ingress-tls"], "Deployment")[0]
     assert other["metadata"]["namespace"] == "ml-serving" and other["metadata"]["labels"]["team"] == "ml-platform"
     assert other["spec"]["template"]["spec"]["nodeSelector"] == {"pool": "h100"}
+
+
+def test_draft_weights_are_fetched_and_verified_too(rendered):
+    spec = spec_of(deployment("pvc-hpa-pdb-monitor"))
+    (source, path), = spec.extra_weights
+    init = by_kind(rendered["pvc-hpa-pdb-monitor"], "Deployment")[0]["spec"]["template"]["spec"]["initContainers"]
+    assert [c["name"] for c in init] == ["fetch-weights", "verify-weights", "fetch-extra-0", "verify-extra-0"]
+    env = {e["name"]: e.get("value") for e in init[2]["env"]}
+    assert f"s3://{env['BUCKET']}/{env['PREFIX']}" == source and env["WEIGHTS_DIR"] == path
+    assert {e["name"]: e.get("value") for e in init[3]["env"]}["WEIGHTS_DIR"] == path
 
 
 def test_streaming_fetches_nothing_and_fixed_replicas(rendered):

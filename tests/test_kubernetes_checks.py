@@ -67,7 +67,8 @@ def _model(tmp_path, files: dict[str, bytes]) -> tuple:
 
 
 def _verify(root):
-    return subprocess.run([sys.executable, str(TEMPLATES / VERIFY_SCRIPT)], env={"WEIGHTS_DIR": str(root)},
+    env = {"WEIGHTS_DIR": str(root), "MANIFEST": "inferry-manifest.json"}
+    return subprocess.run([sys.executable, str(TEMPLATES / VERIFY_SCRIPT)], env=env,
                           capture_output=True, text=True, check=False)
 
 
@@ -110,7 +111,8 @@ def _fetch(s3_server, root, home):
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(home), "BUCKET": "weights",
            "PREFIX": "m", "WEIGHTS_DIR": str(root), "AWS_ENDPOINT_URL": s3_server.endpoint,
            "AWS_DEFAULT_REGION": s3_server.region, "AWS_ACCESS_KEY_ID": s3_server.access_key,
-           "AWS_SECRET_ACCESS_KEY": s3_server.secret_key, "ADDRESSING_STYLE": "path"}
+           "AWS_SECRET_ACCESS_KEY": s3_server.secret_key, "ADDRESSING_STYLE": "path",
+           "MANIFEST": "inferry-manifest.json"}
     return subprocess.run(["sh", str(TEMPLATES / FETCH_SCRIPT)], env=env, capture_output=True, text=True,
                           check=False, timeout=120)
 

@@ -44,7 +44,8 @@ def proxy(tmp_path_factory):
     threading.Thread(target=engine.serve_forever, daemon=True).start()
     port = _free_port()
     env = {"INFERRY_API_KEY": KEY, "INFERRY_PORT": f"127.0.0.1:{port}",
-           "INFERRY_ENGINE_PORT": str(engine.server_address[1])}
+           "INFERRY_ENGINE_PORT": str(engine.server_address[1]), "INFERRY_HEALTH_PATH": "/health",
+           "INFERRY_METRICS_PATH": "/metrics"}
     text = (TEMPLATES / "auth-proxy.conf.template").read_text()
     conf = subprocess.run(["envsubst", " ".join(f"${k}" for k in env)], input=text, env=env,
                           capture_output=True, text=True, check=True).stdout

@@ -1,11 +1,12 @@
 #!/bin/sh
 # Pull the model (and a built TensorRT engine, if any) from the weight store; skip when the cache
-# already holds a verified copy of the same manifest. Values come from the environment, never inlined.
+# already holds a verified copy of the same manifest (${MANIFEST}: path, size, sha256 of every file).
+# Values come from the environment, never inlined.
 set -eu
 src="s3://${BUCKET}/${PREFIX}"
 mkdir -p "${WEIGHTS_DIR}"
 aws configure set default.s3.addressing_style "${ADDRESSING_STYLE:-path}"
-aws s3 cp --only-show-errors "${src}/inferry-manifest.json" "${WEIGHTS_DIR}/.manifest.new"
+aws s3 cp --only-show-errors "${src}/${MANIFEST}" "${WEIGHTS_DIR}/.manifest.new"
 want=$(sha256sum "${WEIGHTS_DIR}/.manifest.new" | cut -d' ' -f1)
 if [ -f "${WEIGHTS_DIR}/.verified" ] && [ "$(cat "${WEIGHTS_DIR}/.verified")" = "${want}" ]; then
   echo "weights: cache holds verified manifest ${want}; nothing to fetch"

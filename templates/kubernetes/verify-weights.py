@@ -1,11 +1,11 @@
-"""Check every file of inferry-manifest.json (path, size, sha256) under WEIGHTS_DIR; stdlib only."""
+"""Check every file of the weights manifest (MANIFEST: path, size, sha256) under WEIGHTS_DIR; stdlib only."""
 import hashlib
 import json
 import os
 import sys
 
 root = os.environ["WEIGHTS_DIR"]
-raw = open(os.path.join(root, "inferry-manifest.json"), "rb").read()
+raw = open(os.path.join(root, os.environ["MANIFEST"]), "rb").read()
 digest = hashlib.sha256(raw).hexdigest()
 marker = os.path.join(root, ".verified")
 if os.path.exists(marker) and open(marker).read().strip() == digest:
@@ -28,7 +28,7 @@ for entry in json.loads(raw)["files"]:
     if h.hexdigest() != entry["sha256"]:
         bad.append(f"{rel}: sha256 differs from the manifest")
 if bad:
-    print("weights do not match inferry-manifest.json:", *bad, sep="\n  ", file=sys.stderr)
+    print(f"weights do not match {os.environ['MANIFEST']}:", *bad, sep="\n  ", file=sys.stderr)
     sys.exit(1)
 with open(marker, "w") as fh:
     fh.write(digest)

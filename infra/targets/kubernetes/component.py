@@ -24,6 +24,8 @@ def kubeconfig_path(configured: str | None) -> str:
 def needed_secrets(ctx: Ctx, have: dict[str, Any]) -> dict[str, Any]:
     """The secret values the pods reference (S3 keys when they fetch, and every secret env of the spec)."""
     fields = [e.secret_field for e in ctx.spec.secret_env() if e.secret_field]
+    if ctx.spec.needs_auth_proxy:
+        fields.append("serving.api_key")
     if ctx.wants_weights_volume or ctx.spec.build is not None:
         fields += list(S3_FIELDS)
     missing = sorted({f for f in fields if f not in have})

@@ -4,15 +4,15 @@ from __future__ import annotations
 from typing import Any
 
 from infra.config import Deployment
-from infra.engines.spec import MODELS_DIR, ServiceSpec
+from infra.engines.spec import ServiceSpec
 from infra.stackfile import Stack
 
 
 def spec_for(d: Deployment) -> ServiceSpec:
-    """The engine's ServiceSpec, built exactly as the SSH target builds it (same function, same model_dir)."""
+    """The engine's ServiceSpec with container paths, exactly as the SSH target's docker runtime builds it."""
     from infra.engines import service_spec
 
-    return service_spec(d, model_dir=MODELS_DIR)
+    return service_spec(d)
 
 
 def deploy(stack: Stack) -> dict[str, Any]:

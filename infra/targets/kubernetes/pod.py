@@ -6,7 +6,7 @@ from typing import Any
 
 from infra.engines.spec import EnvVar
 from infra.errors import InferryError
-from infra.targets.kubernetes import weights
+from infra.targets.kubernetes import proxy, weights
 from infra.targets.kubernetes.context import Ctx
 from infra.targets.kubernetes.names import memory_quantity, short_hash
 
@@ -25,9 +25,14 @@ def env_entry(ctx: Ctx, e: EnvVar) -> dict[str, Any]:
     return ctx.secret_ref(e.name, e.secret_field)
 
 
+def engine_port_name(ctx: Ctx) -> str:
+    """The engine's own port: "http" itself, or "engine" behind the auth proxy."""
+    return "engine" if ctx.spec.needs_auth_proxy else "http"
+
+
 def probes(ctx: Ctx) -> dict[str, Any]:
     """Startup sized for model loading (startup_timeout_s), then readiness and liveness on the health path."""
-    get = {"path": ctx.spec.health_path, "port": "http"}
+    get = {"path": ctx.spec.health_path, "port": engine_port_name(ctx)}
     failures = max(1, math.ceil(ctx.t.startup_timeout_s / STARTUP_PERIOD_S))
     return {
         "startupProbe": {"httpGet": get, "periodSeconds": STARTUP_PERIOD_S, "failureThreshold": failures,
@@ -56,7 +61,7 @@ def engine_container(ctx: Ctx) -> dict[str, Any]:
         "command": list(ctx.spec.command),
         "args": list(ctx.spec.args),
         "env": [env_entry(ctx, e) for e in ctx.spec.env],
-        "ports": [{"name": "http", "containerPort": ctx.spec.port, "protocol": "TCP"}],
+        "ports": [{"name": engine_port_name(ctx), "containerPort": ctx.spec.listen_port, "protocol": "TCP"}],
         "resources": {"limits": {GPU_RESOURCE: gpus, "memory": ctx.t.memory},
                       "requests": {GPU_RESOURCE: gpus, "cpu": ctx.t.cpu, "memory": ctx.t.memory}},
         "volumeMounts": engine_mounts(ctx),
@@ -99,8 +104,9 @@ def pod_common(ctx: Ctx) -> dict[str, Any]:
 
 def pod_spec(ctx: Ctx) -> dict[str, Any]:
     """The serving pod."""
-    init = [weights.fetch_container(ctx), weights.verify_container(ctx)] if ctx.wants_weights_volume else []
-    spec = {**pod_common(ctx), "containers": [engine_container(ctx)],
+    init = weights.init_containers(ctx) if ctx.wants_weights_volume else []
+    containers = [engine_container(ctx)] + ([proxy.proxy_container(ctx)] if ctx.spec.needs_auth_proxy else [])
+    spec = {**pod_common(ctx), "containers": containers,
             "terminationGracePeriodSeconds": 60}
     if init:
         spec["initContainers"] = init
@@ -124,6 +130,8 @@ def deployment_spec(ctx: Ctx, config_digest: str) -> dict[str, Any]:
 def config_data(ctx: Ctx) -> dict[str, str]:
     """ConfigMap data: the engine's files (e.g. the TRT-LLM YAML) and the weight scripts."""
     data = weights.scripts()
+    if ctx.spec.needs_auth_proxy:
+        data[proxy.TEMPLATE] = (weights.TEMPLATES / proxy.TEMPLATE).read_text(encoding="utf-8")
     for f in ctx.spec.files:
         if f.name in data:
             raise InferryError(f"engine file name {f.name!r} collides with an inferry script",

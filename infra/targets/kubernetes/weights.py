@@ -5,13 +5,13 @@ from pathlib import Path
 from typing import Any
 
 from infra.engines.spec import MODELS_DIR
+from infra.storage.manifest import MANIFEST_NAME
 from infra.targets.kubernetes.context import SCRIPTS_DIR, Ctx
 from infra.targets.kubernetes.names import short_hash
 
 TEMPLATES = Path(__file__).resolve().parents[3] / "templates" / "kubernetes"
 FETCH_SCRIPT = "fetch-weights.sh"
 VERIFY_SCRIPT = "verify-weights.py"
-MANIFEST_NAME = "inferry-manifest.json"  # the weight store's manifest (files: path, size, sha256)
 
 
 def scripts() -> dict[str, str]:
@@ -57,18 +57,35 @@ def _scripts_mount() -> dict[str, Any]:
     return {"name": "config", "mountPath": SCRIPTS_DIR, "readOnly": True}
 
 
-def fetch_container(ctx: Ctx, with_build: bool = True) -> dict[str, Any]:
-    """Init container: copy the model (and the built engine) from the store into the weights volume."""
-    env = [{"name": "BUCKET", "value": ctx.d.model.weights_bucket or ""},
-           {"name": "PREFIX", "value": ctx.d.model.weights_prefix or ""},
-           {"name": "WEIGHTS_DIR", "value": ctx.spec.model_dir}]
+def weight_sets(ctx: Ctx) -> list[tuple[str, str, str]]:
+    """(s3:// source, folder, container suffix) of the model and each extra weights set (speculative drafts)."""
+    sets = [(ctx.d.model.weights, ctx.spec.model_dir, "weights")]
+    return sets + [(src, path, f"extra-{i}") for i, (src, path) in enumerate(ctx.spec.extra_weights)]
+
+
+def init_containers(ctx: Ctx) -> list[dict[str, Any]]:
+    """Fetch then verify each weights set; the first fetch also brings the built TensorRT engine."""
+    out = []
+    for i, (source, folder, suffix) in enumerate(weight_sets(ctx)):
+        out += [fetch_container(ctx, with_build=i == 0, source=source, folder=folder, suffix=suffix),
+                verify_container(ctx, folder, suffix)]
+    return out
+
+
+def fetch_container(ctx: Ctx, with_build: bool = True, source: str | None = None, folder: str | None = None,
+                    suffix: str = "weights") -> dict[str, Any]:
+    """Init container: copy one weights set (and the built engine) from the store into the weights volume."""
+    bucket, _, prefix = (source or ctx.d.model.weights).removeprefix("s3://").partition("/")
+    env = [{"name": "BUCKET", "value": bucket}, {"name": "PREFIX", "value": prefix.strip("/")},
+           {"name": "WEIGHTS_DIR", "value": folder or ctx.spec.model_dir},
+           {"name": "MANIFEST", "value": MANIFEST_NAME}]
     prefix = build_prefix(ctx) if with_build else None
     if prefix is not None:
         env += [{"name": "BUILD_PREFIX", "value": prefix},
                 {"name": "BUILD_DIR", "value": ctx.spec.build.output_dir}]
     mounts = weight_mounts(ctx, read_only=False)[: None if prefix is not None else 1]
     return {
-        "name": "fetch-weights", "image": ctx.t.fetch_image,
+        "name": f"fetch-{suffix}", "image": ctx.t.fetch_image,
         "command": ["sh", f"{SCRIPTS_DIR}/{FETCH_SCRIPT}"],
         "env": env + s3_env(ctx),
         "volumeMounts": mounts + [_scripts_mount()],
@@ -76,12 +93,13 @@ def fetch_container(ctx: Ctx, with_build: bool = True) -> dict[str, Any]:
     }
 
 
-def verify_container(ctx: Ctx) -> dict[str, Any]:
+def verify_container(ctx: Ctx, folder: str | None = None, suffix: str = "weights") -> dict[str, Any]:
     """Init container: check sizes and sha256 against the manifest, in the engine image (it has python3)."""
     return {
-        "name": "verify-weights", "image": ctx.spec.image,
+        "name": f"verify-{suffix}", "image": ctx.spec.image,
         "command": ["python3", f"{SCRIPTS_DIR}/{VERIFY_SCRIPT}"],
-        "env": [{"name": "WEIGHTS_DIR", "value": ctx.spec.model_dir}],
+        "env": [{"name": "WEIGHTS_DIR", "value": folder or ctx.spec.model_dir},
+                {"name": "MANIFEST", "value": MANIFEST_NAME}],
         "volumeMounts": weight_mounts(ctx, read_only=False)[:1] + [_scripts_mount()],
         "resources": {"requests": {"cpu": "2", "memory": "256Mi"}},
     }
