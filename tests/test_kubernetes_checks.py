@@ -105,14 +105,14 @@ def test_verify_script_refuses_paths_outside_the_model(tmp_path):
     assert result.returncode == 1 and "leaves the model folder" in result.stderr
 
 
-def _fetch(s3_server, root, home):
+def _fetch(s3_server, root, home, build_dir):
     from infra.targets.kubernetes.weights import FETCH_SCRIPT
 
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(home), "BUCKET": "weights",
            "PREFIX": "m", "WEIGHTS_DIR": str(root), "AWS_ENDPOINT_URL": s3_server.endpoint,
            "AWS_DEFAULT_REGION": s3_server.region, "AWS_ACCESS_KEY_ID": s3_server.access_key,
            "AWS_SECRET_ACCESS_KEY": s3_server.secret_key, "ADDRESSING_STYLE": "path",
-           "MANIFEST": "inferry-manifest.json"}
+           "MANIFEST": "inferry-manifest.json", "BUILD_PREFIX": "builds/k1", "BUILD_DIR": str(build_dir)}
     return subprocess.run(["sh", str(TEMPLATES / FETCH_SCRIPT)], env=env, capture_output=True, text=True,
                           check=False, timeout=120)
 
@@ -123,11 +123,14 @@ def test_fetch_script_pulls_from_a_real_store_then_verifies_then_skips(s3_server
     s3_server = s3_server_factory()
     store = _model(tmp_path / "store", {"config.json": b"{}", "model.safetensors": b"w" * 70000})
     shutil.copytree(store, s3_server.bucket("weights") / "m", dirs_exist_ok=True)
-    cache, home = tmp_path / "cache" / "m", tmp_path / "home"
+    (s3_server.bucket("weights") / "builds" / "k1").mkdir(parents=True)
+    (s3_server.bucket("weights") / "builds" / "k1" / "rank0.engine").write_bytes(b"e" * 1000)
+    cache, home, engine = tmp_path / "cache" / "m", tmp_path / "home", tmp_path / "engine"
     home.mkdir()
-    first = _fetch(s3_server, cache, home)
+    first = _fetch(s3_server, cache, home, engine)
     assert first.returncode == 0, first.stderr
     assert (cache / "model.safetensors").read_bytes() == b"w" * 70000
+    assert (engine / "rank0.engine").read_bytes() == b"e" * 1000  # the built TensorRT engine, from the cache
     assert _verify(cache).returncode == 0
-    second = _fetch(s3_server, cache, home)
+    second = _fetch(s3_server, cache, home, engine)
     assert second.returncode == 0 and "nothing to fetch" in second.stdout

@@ -34,7 +34,7 @@ def s3_env(ctx: Ctx) -> list[dict[str, Any]]:
         {"name": "AWS_ENDPOINT_URL", "value": s.endpoint},
         {"name": "AWS_DEFAULT_REGION", "value": s.region},
         {"name": "ADDRESSING_STYLE", "value": s.addressing_style},
-        {"name": "HOME", "value": "/tmp"},  # `aws configure set` writes ~/.aws/config
+        {"name": "HOME", "value": "/tmp"},  # the scripts write ~/.aws/config (addressing style)
         ctx.secret_ref("AWS_ACCESS_KEY_ID", "storage.access_key_id"),
         ctx.secret_ref("AWS_SECRET_ACCESS_KEY", "storage.secret_access_key"),
     ]
