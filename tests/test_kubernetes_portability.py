@@ -24,7 +24,7 @@ def test_engine_container_is_the_ssh_twins_engine():
     assert container["command"] + container["args"] == list(twin.argv)
     assert container["ports"][0]["containerPort"] == twin.listen_port
     env = {}
-    for e in container["env"]:
+    for e in container.get("env", []):
         env[e["name"]] = e.get("value") or ("secret", e["valueFrom"]["secretKeyRef"]["key"])
     assert env == {e.name: e.value or ("secret", e.secret_field) for e in twin.env}
 

@@ -32,7 +32,9 @@ def engine_port_name(ctx: Ctx) -> str:
 
 def probes(ctx: Ctx) -> dict[str, Any]:
     """Startup sized for model loading (startup_timeout_s), then readiness and liveness on the health path."""
-    get = {"path": ctx.spec.health_path, "port": engine_port_name(ctx)}
+    # Always the pod's service port: behind the auth proxy the engine binds 127.0.0.1, which the kubelet
+    # cannot reach; the proxy passes the health path through without a key.
+    get = {"path": ctx.spec.health_path, "port": "http"}
     failures = max(1, math.ceil(ctx.t.startup_timeout_s / STARTUP_PERIOD_S))
     return {
         "startupProbe": {"httpGet": get, "periodSeconds": STARTUP_PERIOD_S, "failureThreshold": failures,
@@ -55,18 +57,20 @@ def engine_mounts(ctx: Ctx) -> list[dict[str, Any]]:
 def engine_container(ctx: Ctx) -> dict[str, Any]:
     """The engine: image, command and args exactly as the ServiceSpec says (the SSH target runs the same)."""
     gpus = str(ctx.spec.gpus)
-    return {
+    container = {
         "name": "engine",
         "image": ctx.spec.image,
         "command": list(ctx.spec.command),
         "args": list(ctx.spec.args),
-        "env": [env_entry(ctx, e) for e in ctx.spec.env],
         "ports": [{"name": engine_port_name(ctx), "containerPort": ctx.spec.listen_port, "protocol": "TCP"}],
         "resources": {"limits": {GPU_RESOURCE: gpus, "memory": ctx.t.memory},
                       "requests": {GPU_RESOURCE: gpus, "cpu": ctx.t.cpu, "memory": ctx.t.memory}},
         "volumeMounts": engine_mounts(ctx),
         **probes(ctx),
     }
+    if ctx.spec.env:
+        container["env"] = [env_entry(ctx, e) for e in ctx.spec.env]
+    return container
 
 
 def scheduling(ctx: Ctx) -> dict[str, Any]:
