@@ -1,7 +1,7 @@
 """Run a Pulumi program in-process under Pulumi's own mocks and collect Kubernetes manifests (no CLI, no cluster)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's marker for a secret value in mock inputs
