@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from cli.common import err, handle_errors, out
@@ -66,7 +67,7 @@ def _table(p: Plan, title: str) -> Table:
         ("verdict", ("OK " if v.fits else "DOES NOT FIT: ") + v.reason),
     ]
     for k, val in rows:
-        t.add_row(k, val)
+        t.add_row(k, escape(val))  # values hold [brackets]: not markup
     return t
 
 

@@ -15,6 +15,7 @@ if [ "${1:-}" = "--test" ]; then
   command -v ip >/dev/null 2>&1 || need+=(iproute2)
   command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
   command -v curl >/dev/null 2>&1 || need+=(curl)
+  command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)  # verifies rendered unit files
   if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then
       echo "the test suite needs: ${need[*]} (run as root, or install them first)" >&2

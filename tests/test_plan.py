@@ -178,3 +178,10 @@ def test_vllm_fp8_on_a100_warns(cli, tmp_path):
     assert code == 0 and any("Marlin" in n for n in doc["notes"])
     r = cli("validate", path)
     assert r.exit_code == 0 and "warning" in r.stderr and "Marlin" in r.stderr
+
+
+def test_table_labels_where_tokens_per_second_came_from(cli):
+    result = cli("plan", "eu-ssh")
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "[estimate:" in text and "bandwidth-bound" in text
