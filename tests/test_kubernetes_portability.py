@@ -45,3 +45,19 @@ def test_program_builds_the_kubernetes_target_for_the_bundled_stack():
     assert mocks.of_type("kubernetes:apps/v1:Deployment") and mocks.of_type("inferry:targets:KubernetesTarget")
     ssh_mocks, _ = run_main(SSH_TWIN)
     assert not [r for r in ssh_mocks.resources if r.type.startswith("kubernetes:")]
+
+
+def test_cli_render_writes_applyable_manifests_without_secret_values(cli, tmp_path, monkeypatch):
+    from tests.kubernetes_schema import validate
+
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "never-read")
+    result = cli("render", str(K8S_STACK), "--out", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    written = sorted(tmp_path.glob("*.yaml"))
+    assert [p.name[:2] for p in written] == [f"{i:02d}" for i in range(len(written))]  # kubectl apply order
+    for path in written:
+        validate(yaml.safe_load(path.read_text()))
+    secret = yaml.safe_load(next(p for p in written if "-secret-" in p.name).read_text())
+    assert set(secret["stringData"].values()) == {"<redacted: secret config inferry:apiKey>",
+                                                  "<redacted: secret config inferry:s3AccessKey>",
+                                                  "<redacted: secret config inferry:s3SecretKey>"}
