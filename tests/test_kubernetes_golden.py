@@ -1,4 +1,4 @@
-"""Golden manifests: rendered YAML is deterministic and reviewed. Regenerate: INFERRY_REGEN_GOLDEN=1 pytest THIS_FILE."""
+"""Golden manifests: rendered YAML is deterministic and reviewed. Regenerate: INFERRY_UPDATE_GOLDEN=1 pytest THIS_FILE."""
 from __future__ import annotations
 
 import os
@@ -13,7 +13,7 @@ from tests.kubernetes_schema import validate
 from tests.kubernetes_stacks import CASES, deployment, spec_of
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "kubernetes"
-REGEN = os.environ.get("INFERRY_REGEN_GOLDEN") == "1"
+UPDATE = os.environ.get("INFERRY_UPDATE_GOLDEN") == "1"
 
 
 def _render(case: str) -> dict[str, str]:
@@ -26,7 +26,7 @@ def _render(case: str) -> dict[str, str]:
 def test_rendered_manifests_match_golden(case):
     files = _render(case)
     folder = GOLDEN / case
-    if REGEN:
+    if UPDATE:
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
         for name, text in files.items():
@@ -34,7 +34,7 @@ def test_rendered_manifests_match_golden(case):
     expected = {p.name: p.read_text() for p in sorted(folder.glob("*.yaml"))}
     assert sorted(files) == sorted(expected), "objects added or removed: review, then regenerate"
     for name, text in files.items():
-        assert text == expected[name], f"{case}/{name} changed: review, then INFERRY_REGEN_GOLDEN=1"
+        assert text == expected[name], f"{case}/{name} changed: review, then INFERRY_UPDATE_GOLDEN=1"
 
 
 def test_render_is_deterministic_and_reparses_to_valid_objects():
