@@ -134,3 +134,26 @@ def test_fetch_script_pulls_from_a_real_store_then_verifies_then_skips(s3_server
     assert _verify(cache).returncode == 0
     second = _fetch(s3_server, cache, home, engine)
     assert second.returncode == 0 and "nothing to fetch" in second.stdout
+
+
+def test_upload_script_writes_the_marker_last_and_a_second_run_uploads_nothing(s3_server_factory, tmp_path):
+    from infra.targets.kubernetes.build import MARKER
+    from infra.targets.kubernetes.weights import UPLOAD_SCRIPT
+
+    s3_server = s3_server_factory()
+    s3_server.bucket("weights")
+    built = tmp_path / "engine"
+    built.mkdir()
+    (built / "rank0.engine").write_bytes(b"E" * 3000)
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path), "BUCKET": "weights",
+           "BUILD_PREFIX": "builds/k2", "BUILD_DIR": str(built), "AWS_ENDPOINT_URL": s3_server.endpoint,
+           "AWS_DEFAULT_REGION": s3_server.region, "AWS_ACCESS_KEY_ID": s3_server.access_key,
+           "AWS_SECRET_ACCESS_KEY": s3_server.secret_key}
+    run = lambda: subprocess.run(["sh", str(TEMPLATES / UPLOAD_SCRIPT)], env=env, capture_output=True,  # noqa: E731
+                                 text=True, check=False, timeout=120)
+    first = run()
+    assert first.returncode == 0, first.stderr
+    stored = s3_server.root / "weights" / "builds" / "k2"
+    assert (stored / "rank0.engine").read_bytes() == b"E" * 3000 and (stored / MARKER).is_file()
+    second = run()
+    assert second.returncode == 0 and "already complete" in second.stdout

@@ -8,7 +8,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.errors import InferryError
-from infra.targets.kubernetes import pod, scaling, weights
+from infra.targets.kubernetes import build, pod, scaling, weights
 from infra.targets.kubernetes.context import Ctx, KubernetesTargetArgs
 
 TYPE = "inferry:targets:KubernetesTarget"
@@ -97,8 +97,9 @@ class KubernetesTarget(pulumi.ComponentResource):
 
     def _build_job(self, deps: list) -> Any:
         ctx = self._ctx
-        return self._make(k8s.batch.v1.Job, "build", deps, metadata=ctx.meta(weights.build_job_name(ctx), "engine-build"),
-                          spec=weights.build_job_spec(ctx, pod.pod_common(ctx)),
+        env = [pod.env_entry(ctx, e) for e in ctx.spec.env]  # e.g. HF_TOKEN for the calibration data set
+        return self._make(k8s.batch.v1.Job, "build", deps, metadata=ctx.meta(build.build_job_name(ctx), "engine-build"),
+                          spec=build.build_job_spec(ctx, pod.pod_common(ctx), env),
                           custom_timeouts=pulumi.CustomTimeouts(create="4h", update="4h"))
 
     def _deployment(self, deps: list) -> Any:

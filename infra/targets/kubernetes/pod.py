@@ -133,7 +133,7 @@ def deployment_spec(ctx: Ctx, config_digest: str) -> dict[str, Any]:
 
 def config_data(ctx: Ctx) -> dict[str, str]:
     """ConfigMap data: the engine's files (e.g. the TRT-LLM YAML) and the weight scripts."""
-    data = weights.scripts()
+    data = weights.scripts(with_upload=ctx.spec.build is not None)
     if ctx.spec.needs_auth_proxy:
         data[proxy.TEMPLATE] = (weights.TEMPLATES / proxy.TEMPLATE).read_text(encoding="utf-8")
     for f in ctx.spec.files:

@@ -7,16 +7,17 @@ from typing import Any
 from infra.engines.spec import MODELS_DIR
 from infra.storage.manifest import MANIFEST_NAME
 from infra.targets.kubernetes.context import SCRIPTS_DIR, Ctx
-from infra.targets.kubernetes.names import short_hash
 
 TEMPLATES = Path(__file__).resolve().parents[3] / "templates" / "kubernetes"
 FETCH_SCRIPT = "fetch-weights.sh"
 VERIFY_SCRIPT = "verify-weights.py"
+UPLOAD_SCRIPT = "upload-engine.sh"
 
 
-def scripts() -> dict[str, str]:
-    """The helper scripts shipped in the ConfigMap, by file name."""
-    return {n: (TEMPLATES / n).read_text(encoding="utf-8") for n in (FETCH_SCRIPT, VERIFY_SCRIPT)}
+def scripts(with_upload: bool = False) -> dict[str, str]:
+    """The helper scripts shipped in the ConfigMap, by file name (the upload one only for engine builds)."""
+    names = (FETCH_SCRIPT, VERIFY_SCRIPT) + ((UPLOAD_SCRIPT,) if with_upload else ())
+    return {n: (TEMPLATES / n).read_text(encoding="utf-8") for n in names}
 
 
 def build_prefix(ctx: Ctx) -> str | None:
@@ -53,7 +54,8 @@ def weight_mounts(ctx: Ctx, read_only: bool) -> list[dict[str, Any]]:
     return mounts
 
 
-def _scripts_mount() -> dict[str, Any]:
+def scripts_mount() -> dict[str, Any]:
+    """The ConfigMap's scripts, read-only."""
     return {"name": "config", "mountPath": SCRIPTS_DIR, "readOnly": True}
 
 
@@ -88,7 +90,7 @@ def fetch_container(ctx: Ctx, with_build: bool = True, source: str | None = None
         "name": f"fetch-{suffix}", "image": ctx.t.fetch_image,
         "command": ["sh", f"{SCRIPTS_DIR}/{FETCH_SCRIPT}"],
         "env": env + s3_env(ctx),
-        "volumeMounts": mounts + [_scripts_mount()],
+        "volumeMounts": mounts + [scripts_mount()],
         "resources": {"requests": {"cpu": "1", "memory": "512Mi"}},
     }
 
@@ -100,7 +102,7 @@ def verify_container(ctx: Ctx, folder: str | None = None, suffix: str = "weights
         "command": ["python3", f"{SCRIPTS_DIR}/{VERIFY_SCRIPT}"],
         "env": [{"name": "WEIGHTS_DIR", "value": folder or ctx.spec.model_dir},
                 {"name": "MANIFEST", "value": MANIFEST_NAME}],
-        "volumeMounts": weight_mounts(ctx, read_only=False)[:1] + [_scripts_mount()],
+        "volumeMounts": weight_mounts(ctx, read_only=False)[:1] + [scripts_mount()],
         "resources": {"requests": {"cpu": "2", "memory": "256Mi"}},
     }
 
@@ -125,36 +127,3 @@ def pvc_spec(ctx: Ctx) -> dict[str, Any]:
     if ctx.t.storage_class:
         spec["storageClassName"] = ctx.t.storage_class
     return spec
-
-
-def build_job_name(ctx: Ctx) -> str:
-    """The build Job's name changes with the cache key: a new build is a new Job (Jobs are immutable)."""
-    return f"{ctx.name}-build-{short_hash(ctx.spec.build.cache_key)}"
-
-
-def build_job_spec(ctx: Ctx, pod_common: dict[str, Any]) -> dict[str, Any]:
-    """Job: fetch weights, build the TensorRT engine on a GPU of the serving kind, upload it to the build cache."""
-    b = ctx.spec.build
-    build = {
-        "name": "build-engine", "image": b.image, "command": ["sh", "-c", b.script],
-        "volumeMounts": weight_mounts(ctx, read_only=False) + [{"name": "shm", "mountPath": "/dev/shm"}],
-        "resources": {"limits": {"nvidia.com/gpu": str(ctx.spec.gpus)},
-                      "requests": {"nvidia.com/gpu": str(ctx.spec.gpus), "cpu": ctx.t.cpu, "memory": ctx.t.memory}},
-    }
-    upload = {
-        "name": "upload-engine", "image": ctx.t.fetch_image,
-        "command": ["sh", "-c", 'aws configure set default.s3.addressing_style "$ADDRESSING_STYLE" && '
-                    'aws s3 sync --only-show-errors "$BUILD_DIR" "s3://$BUCKET/$BUILD_PREFIX"'],
-        "env": [{"name": "BUCKET", "value": ctx.d.model.weights_bucket or ctx.d.storage.bucket},
-                {"name": "BUILD_PREFIX", "value": build_prefix(ctx)},
-                {"name": "BUILD_DIR", "value": b.output_dir}] + s3_env(ctx),
-        "volumeMounts": weight_mounts(ctx, read_only=True)[1:],
-        "resources": {"requests": {"cpu": "1", "memory": "512Mi"}},
-    }
-    volumes = [{"name": "weights", "emptyDir": {"sizeLimit": ctx.t.cache_size}},
-               {"name": "engine-build", "emptyDir": {}}] + [v for v in pod_common["volumes"]
-                                                            if v["name"] in ("config", "shm")]
-    pod = {**{k: v for k, v in pod_common.items() if k != "volumes"}, "restartPolicy": "Never",
-           "initContainers": [fetch_container(ctx, with_build=False), verify_container(ctx), build],
-           "containers": [upload], "volumes": volumes}
-    return {"backoffLimit": 1, "template": {"metadata": {"labels": ctx.labels("engine-build")}, "spec": pod}}
