@@ -16,11 +16,13 @@ K8S_STACK = ROOT / "stacks" / "Pulumi.aws-k8s.yaml"
 SSH_TWIN = ROOT / "stacks" / "Pulumi.eu-ssh.yaml"
 
 TRTLLM = {"kind": "tensorrt-llm", "backend": "tensorrt", "max_model_len": 32768, "tensor_parallel_size": 2,
-          "quantization": "fp8", "build": {"qformat": "fp8"}, "enable_block_reuse": True, "max_batch_size": 64}
+          "quantization": "fp8", "build": {"qformat": "fp8"}, "enable_block_reuse": True,
+          "max_batch_size": 64}
 DRAFT = {"method": "draft_model", "model": "s3://inferry-weights/llama-3.2-1b-instruct", "num_speculative_tokens": 4}
 CASES: dict[str, dict[str, Any]] = {
     "bundled": {},
-    "pvc-hpa-pdb-monitor": {"engine": {"speculative": DRAFT}, "target": {"weights_delivery": "pvc", "storage_class": "fast-rwx",
+    "pvc-hpa-pdb-monitor": {"engine": {"speculative": DRAFT},
+                            "target": {"weights_delivery": "pvc", "storage_class": "fast-rwx",
                                        "autoscaling": {"engine": "hpa", "min_replicas": 1, "max_replicas": 3},
                                        "pdb_min_available": 1, "service_monitor": True}},
     "stream-fixed-replicas": {"engine": {"load_format": "runai_streamer"},

@@ -1,4 +1,4 @@
-"""Golden manifests: rendered YAML is deterministic and reviewed. Regenerate: INFERRY_UPDATE_GOLDEN=1 pytest THIS_FILE."""
+"""Golden manifests: rendered YAML is deterministic and reviewed (refresh: INFERRY_UPDATE_GOLDEN=1)."""
 from __future__ import annotations
 
 import os

@@ -36,7 +36,7 @@ def needed_secrets(ctx: Ctx, have: dict[str, Any]) -> dict[str, Any]:
 
 
 class KubernetesTarget(pulumi.ComponentResource):
-    """Namespace, Secret, ConfigMap, Deployment, Service and the optional Ingress, PDB, autoscaler, monitor, build Job."""
+    """Namespace, Secret, ConfigMap, Deployment, Service; optional Ingress, PDB, autoscaler, monitor, build Job."""
 
     endpoint: pulumi.Output[str]
     model: pulumi.Output[str]
@@ -71,7 +71,8 @@ class KubernetesTarget(pulumi.ComponentResource):
     def _make(self, cls: Any, suffix: str, deps: list, **kwargs: Any) -> Any:
         opts = pulumi.ResourceOptions.merge(self._opts, pulumi.ResourceOptions(depends_on=deps))
         if "custom_timeouts" in kwargs:
-            opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(custom_timeouts=kwargs.pop("custom_timeouts")))
+            timeouts = pulumi.ResourceOptions(custom_timeouts=kwargs.pop("custom_timeouts"))
+            opts = pulumi.ResourceOptions.merge(opts, timeouts)
         resource = cls(f"{self._ctx.name}-{suffix}", opts=opts, **kwargs)
         roles = {id(r): role for role, r in self.objects.items()}
         self.waits_for[suffix] = tuple(roles[id(d)] for d in deps)
