@@ -25,6 +25,8 @@ BAD = [
     ({"tolerations": [{"key": "nvidia.com/gpu!"}]}, "target.tolerations[0].key", "invalid taint key"),
     ({"context": None}, "target.context", "ambient"),
     ({"autoscaling": {"engine": "hpa", "min_replicas": 0, "max_replicas": 2}}, "target.autoscaling", "scale_to_zero"),
+    ({"autoscaling": {"engine": "hpa", "cooldown_s": 7200}}, "target.autoscaling.cooldown_s", "at most 3600"),
+    ({"autoscaling": None, "replicas": 2, "pdb_min_available": 3}, "target.pdb_min_available", "drain"),
 ]
 
 

@@ -51,9 +51,15 @@ def _scaling(d: Deployment, t: TargetSection) -> list[Problem]:
     if a is not None and a.scale_to_zero and a.engine != "keda":
         problems.append(Problem("target.autoscaling.scale_to_zero", "needs engine: keda (the HTTP add-on)",
                                 repr(a.engine)))
-    if t.pdb_min_available is not None and a is None and t.pdb_min_available > t.replicas:
-        problems.append(Problem("target.pdb_min_available", f"exceeds replicas ({t.replicas}): no node could drain",
-                                repr(t.pdb_min_available)))
+    if a is not None and a.engine == "hpa" and a.cooldown_s > 3600:
+        problems.append(Problem("target.autoscaling.cooldown_s", "an HPA stabilization window is at most 3600 s",
+                                repr(a.cooldown_s), hint="lower it, or use engine: keda"))
+    floor = t.replicas if a is None else a.min_replicas
+    if t.pdb_min_available is not None and t.pdb_min_available >= max(floor, 1):
+        problems.append(Problem("target.pdb_min_available", f"not below the replica floor ({floor}): "
+                                "draining a node would wait forever", repr(t.pdb_min_available),
+                                hint="keep it at least one below replicas / min_replicas",
+                                severity="error" if a is None and t.pdb_min_available > t.replicas else "warning"))
     if t.ingress and t.ingress.tls_secret is None:
         problems.append(Problem("target.ingress.tls_secret", "no TLS: the API key would cross the network in clear",
                                 hint="name a kubernetes.io/tls Secret", severity="warning"))

@@ -100,7 +100,7 @@ def http_scaled_object_spec(ctx: Ctx) -> dict[str, Any]:
         "hosts": wake_hosts(ctx),
         "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": ctx.name,
                            "service": ctx.name, "port": ctx.spec.port},
-        "replicas": {"min": 0, "max": a.max_replicas},
+        "replicas": {"min": a.min_replicas, "max": a.max_replicas},
         "scaledownPeriod": a.cooldown_s,
         "scalingMetric": {"concurrency": {"targetValue": a.concurrency_target}},
         # Hold the first request for as long as a cold start may take (weights + engine init).
