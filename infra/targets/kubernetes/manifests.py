@@ -54,9 +54,14 @@ def file_name(index: int, manifest: dict[str, Any]) -> str:
     return f"{index:02d}-{manifest['kind'].lower()}-{manifest['metadata']['name']}.yaml"
 
 
+SECRET_NOTE = ("# Placeholders, never values: put the real ones in before `kubectl apply`, or create this Secret\n"
+               "# with `kubectl create secret generic ... --from-literal=KEY=VALUE` (`inferry up` fills it itself).\n")
+
+
 def render(d: Deployment, spec: ServiceSpec, stack: str) -> dict[str, str]:
-    """File name -> YAML for every object of the deployment."""
-    return {file_name(i, m): to_yaml(m) for i, m in enumerate(objects(d, spec, stack))}
+    """File name -> YAML for every object of the deployment (the Secret with placeholders and a note)."""
+    return {file_name(i, m): (SECRET_NOTE if m["kind"] == "Secret" else "") + to_yaml(m)
+            for i, m in enumerate(objects(d, spec, stack))}
 
 
 def render_kubernetes(stack: Stack) -> dict[str, str]:
