@@ -23,7 +23,6 @@ def build(stack: Stack) -> dict[str, Any]:
         "target": d.target.kind,
         "provider": d.provider.name,
         "region": d.provider.region,
-        **_target(stack),
     }
 
 
