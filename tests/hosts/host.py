@@ -15,7 +15,6 @@ from tests.hosts import netns
 
 REPO = Path(__file__).resolve().parents[2]
 HOSTINIT = Path(__file__).with_name("hostinit.py")
-STANDIN = REPO / "tests" / "standin"
 SSHD = "/usr/sbin/sshd"
 DEFAULT_WEIGHTS_PATH = "/var/lib/inferry/weights"
 STD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -43,6 +42,29 @@ MaxStartups 100:30:200
 MaxSessions 100
 LogLevel VERBOSE
 """
+
+
+def copy_tools(dest: Path) -> Path:
+    """Copy the stand-ins (and the engines' stdlib-only option snapshots) where hosts can read them.
+
+    The checkout may live under /tmp, /root or /home, which every host replaces with its own.
+    """
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(REPO / "tests" / "standin", dest / "tests" / "standin", ignore=ignore)
+    engines = REPO / "infra" / "engines"
+    if (engines / "options.py").is_file():
+        (dest / "infra" / "engines").mkdir(parents=True)
+        shutil.copy(engines / "options.py", dest / "infra" / "engines" / "options.py")
+        shutil.copytree(engines / "snapshots", dest / "infra" / "engines" / "snapshots", ignore=ignore)
+    return dest / "tests" / "standin"
+
+
+def host_python() -> str:
+    """A python3 the hosts can run: this machine's may live under /root (pyenv), which hosts replace."""
+    for candidate in ("/usr/bin/python3", os.path.realpath(sys.executable)):
+        if os.path.exists(candidate) and not candidate.startswith(("/root/", "/home/", "/tmp/")):
+            return candidate
+    raise RuntimeError("test hosts need a python3 outside /root, /home and /tmp (e.g. apt install python3)")
 
 
 @dataclass(frozen=True)
@@ -79,8 +101,9 @@ class TestHost:
     port = 22
     user = "root"
 
-    def __init__(self, slot: netns.Slot, name: str, index: int, client_key: Path, options: HostOptions):
-        self.name, self.index, self.options = name, index, options
+    def __init__(self, slot: netns.Slot, name: str, index: int, client_key: Path, options: HostOptions,
+                 standin: Path):
+        self.name, self.index, self.options, self._standin = name, index, options, standin
         self.address = slot.address(index)
         self.netns = slot.netns(name)
         self.root = slot.dir / name
@@ -134,9 +157,10 @@ class TestHost:
     def _install_standins(self) -> None:
         """Put the stand-in nvidia-smi and engines in the host's private /usr/local/bin."""
         gpu_env = f"INFERRY_STANDIN_GPU={self.options.gpu} INFERRY_STANDIN_GPU_COUNT={self.options.gpu_count}"
-        self.install("nvidia-smi", f'exec env {gpu_env} {sys.executable} -I -S {STANDIN}/nvidia_smi.py "$@"')
+        python, standin = host_python(), self._standin
+        self.install("nvidia-smi", f'exec env {gpu_env} {python} -I -S {standin}/nvidia_smi.py "$@"')
         for program in ("vllm", "trtllm-serve"):
-            self.install(program, f'exec env PYTHONPATH={REPO} {sys.executable} {STANDIN}/engine.py {program} "$@"')
+            self.install(program, f'exec {python} -I {standin}/engine.py {program} "$@"')
 
     def install(self, name: str, script: str) -> Path:
         """Install an executable shell script as /usr/local/bin/NAME on this host only."""

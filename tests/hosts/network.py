@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.hosts import netns
-from tests.hosts.host import HostOptions, TestHost, keygen
+from tests.hosts.host import HostOptions, TestHost, copy_tools, keygen
 
 
 class HostNetwork:
@@ -14,6 +14,7 @@ class HostNetwork:
         self.slot = netns.claim_slot()
         self.client_key_path: Path = self.slot.dir / "client_ed25519"
         self.client_public_line = keygen(self.client_key_path)
+        self.standin = copy_tools(self.slot.dir / "tools")
         self.hosts: dict[str, TestHost] = {}
         self._next_index = 2
 
@@ -53,7 +54,7 @@ class HostNetwork:
         if name in self.hosts:
             raise ValueError(f"host {name!r} already exists on {self.subnet}")
         options = HostOptions(gpu=gpu, gpu_count=gpu_count, weights_cache_size=weights_cache_size, **kw)
-        host = TestHost(self.slot, name, self._free_index(), self.client_key_path, options)
+        host = TestHost(self.slot, name, self._free_index(), self.client_key_path, options, self.standin)
         self.hosts[name] = host
         return host
 
