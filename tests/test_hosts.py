@@ -133,3 +133,26 @@ def test_closed_host_leaves_no_namespace(host_network):
     host_network.remove_host(host)
     assert ns not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not root.exists()
+
+
+def test_leftovers_of_a_dead_run_are_removed_on_start():
+    import subprocess
+
+    from tests.hosts import netns
+
+    n = next(i for i in range(254, 1, -1) if not netns._slot_in_use(i) and not netns.Slot(i).dir.exists())
+    dead = netns.Slot(n)
+    dead.dir.mkdir(parents=True)
+    (dead.dir / "owner").write_text("1 0\n")  # pid 1 with another start time: a run that is gone
+    netns.make_bridge(dead)
+    netns.add_host_net(dead, 2, dead.netns("ghost"))
+    claimed = netns.claim_slot()
+    try:
+        assert claimed.n != n
+        assert dead.netns("ghost") not in subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                                         text=True).stdout
+        assert netns.ip("link", "show", dead.bridge, check=False).returncode != 0
+        assert netns.ip("link", "show", dead.veth(2), check=False).returncode != 0
+        assert not dead.dir.exists()
+    finally:
+        netns.release_slot(claimed)

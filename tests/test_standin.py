@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import urllib.error
 import urllib.request
 
@@ -12,9 +13,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.hosts.fixtures import ssh_connect
 from tests.standin import nvidia_smi
-from tests.standin.process import command, free_port, start_engine
+from tests.standin.process import RunningEngine, command, free_port, start_engine
 
 KEY = "sk-standin-test"
+ENV = {"PYTHONPATH": str(nvidia_smi.FIXTURES.parents[3])}
 # What infra/engines renders for the example stacks (vLLM 0.33 flags), plus host/port.
 REAL_VLLM_ARGS = ["--served-model-name", "llama-3.1-8b-instruct", "--max-model-len", "32768",
                   "--gpu-memory-utilization", "0.9", "--quantization", "fp8", "--tensor-parallel-size", "1",
@@ -102,13 +104,13 @@ def get(url: str, key: str | None = None) -> tuple[int, bytes]:
 
 def test_standin_refuses_an_unknown_flag_like_the_engine(model_dir):
     out = subprocess.run(command("vllm", "serve", str(model_dir), "--max-model-len", "4096", "--bogus-flag"),
-                         capture_output=True, text=True, env={"PYTHONPATH": str(nvidia_smi.FIXTURES.parents[3])})
+                         capture_output=True, text=True, env=ENV)
     assert out.returncode == 2
     assert "vllm serve: error:" in out.stderr and "--bogus-flag" in out.stderr
 
 
 def test_standin_refuses_a_bad_value_and_a_missing_model(tmp_path, model_dir):
-    env = {"PYTHONPATH": str(nvidia_smi.FIXTURES.parents[3])}
+    env = ENV
     bad = subprocess.run(command("vllm", "serve", str(model_dir), "--max-model-len", "lots"),
                          capture_output=True, text=True, env=env)
     assert bad.returncode == 2 and "--max-model-len" in bad.stderr
@@ -171,7 +173,7 @@ def test_never_healthy_and_crash_knobs(model_dir, tmp_path):
     finally:
         sick.stop()
     crash = subprocess.run(command("vllm", *args), capture_output=True, text=True,
-                           env={"PYTHONPATH": str(nvidia_smi.FIXTURES.parents[3]), "INFERRY_STANDIN_CRASH": "OOM"})
+                           env={**ENV, "INFERRY_STANDIN_CRASH": "OOM"})
     assert crash.returncode == 1 and "EngineCore failed to start: OOM" in crash.stdout
 
 
@@ -184,7 +186,7 @@ def test_trtllm_serve_standin_takes_its_own_flags(model_dir, tmp_path):
     finally:
         eng.stop()
     bad = subprocess.run(command("trtllm-serve", str(model_dir), "--tensor-parallel-size", "1"),
-                         capture_output=True, text=True, env={"PYTHONPATH": str(nvidia_smi.FIXTURES.parents[3])})
+                         capture_output=True, text=True, env=ENV)
     assert bad.returncode == 2 and "--tensor-parallel-size" in bad.stderr
 
 
@@ -195,9 +197,8 @@ def test_engine_on_a_test_host_serves_the_test_machine(gpu_host):
             f"VLLM_API_KEY={KEY} nohup vllm serve /root/m --served-model-name tiny --port 8000 "
             "> /root/engine.log 2>&1 &")
         assert out.channel.recv_exit_status() == 0
-    from tests.standin.process import RunningEngine
-    remote = RunningEngine(proc=None, base_url=f"http://{gpu_host.address}:8000", log_path=gpu_host.path("/root/engine.log"))
-    import time
+    remote = RunningEngine(proc=None, base_url=f"http://{gpu_host.address}:8000",
+                           log_path=gpu_host.path("/root/engine.log"))
     deadline = time.monotonic() + 30
     while remote.health() != 200:
         assert time.monotonic() < deadline, remote.log

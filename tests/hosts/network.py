@@ -1,16 +1,30 @@
 """HostNetwork: this run's private /24 with a bridge, a test client key, and the hosts on it."""
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 from tests.hosts import netns
-from tests.hosts.host import HostOptions, TestHost, copy_tools, keygen
+from tests.hosts.host import SSHD, HostOptions, TestHost, copy_tools, keygen
+
+TOOLS = ("ip", "nsenter", "unshare", "mount", "ssh-keygen")
+
+
+def preflight() -> None:
+    """Fail with the fix when this machine cannot make test hosts (no skips: the suite needs them)."""
+    missing = [t for t in TOOLS if shutil.which(t) is None] + ([] if os.path.exists(SSHD) else [SSHD])
+    if os.geteuid() != 0 or missing:
+        why = f"missing {', '.join(missing)}" if missing else "not running as root"
+        raise RuntimeError(f"SSH test hosts need root, OpenSSH server, iproute2 and util-linux ({why}); "
+                           "run `sudo scripts/setup.sh --test` and the tests as root")
 
 
 class HostNetwork:
     """A bridge with a private /24 in the root namespace; add_host() puts real sshd hosts on it."""
 
     def __init__(self) -> None:
+        preflight()
         self.slot = netns.claim_slot()
         self.client_key_path: Path = self.slot.dir / "client_ed25519"
         self.client_public_line = keygen(self.client_key_path)
@@ -68,3 +82,9 @@ class HostNetwork:
         for host in list(self.hosts.values()):
             self.remove_host(host)
         netns.release_slot(self.slot)
+
+    def __enter__(self) -> HostNetwork:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -90,7 +90,8 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/version":
             return self._json(200, {"version": self.state.args.version})
         if path == "/v1/models":
-            return self._json(200, {"object": "list", "data": [self._model(n) for n in self.state.args.served_model_names]})
+            models = [self._model(n) for n in self.state.args.served_model_names]
+            return self._json(200, {"object": "list", "data": models})
         self._json(404, {"detail": "Not Found"})
 
     def _model(self, name: str) -> dict:
