@@ -128,10 +128,10 @@ class TestHost:
         os.chmod(self.root / "tmp", 0o1777)
         os.chmod(self.root / "home", 0o700)
         self._install_standins()
-        Path("/run/sshd").mkdir(exist_ok=True)
         spec = {
             "overlays": [self._overlay(p) for p in OVERLAID],
             "binds": [[str(self.root / sub), target] for sub, target in PRIVATE.items()],
+            "keep_in_run": [str(self.root.parent)],
             "weights_path": self.options.weights_path,
             "weights_size": self.options.weights_cache_size,
             "hostname": self.name,
@@ -205,7 +205,11 @@ class TestHost:
         return f"{self.address} {self.host_key_line}"
 
     def path(self, host_path: str) -> Path:
-        """Where an absolute path as the host sees it can be read/written from this machine."""
+        """Where a path as the host sees it can be read/written from this machine (via /proc/PID/root).
+
+        Absolute symlinks inside the host (e.g. /var/run -> /run) resolve against this machine: use
+        the target path, or exec().
+        """
         return Path(f"/proc/{self.init_pid}/root") / host_path.lstrip("/")
 
     def sshd_listening(self) -> bool:
