@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import typer
 
-from cli import stackcmds
+from cli import plan, stackcmds, weights
 
 app = typer.Typer(
     name="inferry",
@@ -13,6 +13,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 stackcmds.register(app)
+plan.register(app)
+weights.register(app)
 
 
 def main() -> None:

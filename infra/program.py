@@ -5,13 +5,18 @@ import sys
 from typing import Any
 
 from infra.errors import InferryError
+from infra.fit import require_fit
 from infra.stackfile import Stack, load_from_pulumi
 
 
 def build(stack: Stack) -> dict[str, Any]:
     """Create every resource of the stack; returns what the stack exports."""
+    from infra.storage.component import build_storage
+
     d = stack.deployment
+    require_fit(d)  # refuse before creating anything: an infeasible stack fails `pulumi preview`
     return {
+        **build_storage(d),
         "model": d.model.name,
         "engine": d.engine.kind,
         "target": d.target.kind,

@@ -12,7 +12,10 @@ Check = Callable[[Deployment], list[Problem]]
 
 def _checks() -> list[Check]:
     # Imported lazily so a broken optional module cannot break loading the config itself.
-    checks: list[Check] = []
+    from infra.engines.checks import engine_checks
+    from infra.fit import sizing_problems
+
+    checks: list[Check] = [engine_checks, sizing_problems]
     return checks
 
 

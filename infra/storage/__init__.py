@@ -1,0 +1,1 @@
+"""S3-compatible weight store: settings, bucket resource, manifest, verified resumable sync, presigned URLs."""

@@ -1,0 +1,140 @@
+"""`inferry weights push|pull|copy|verify|ls`: move and check model weights in S3-compatible stores."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from cli.common import handle_errors, out
+from infra.errors import InferryError, StorageError
+from infra.storage.settings import MiB, StoreSettings
+
+app = typer.Typer(help="Model weights in S3-compatible stores: push, pull, copy, verify, ls.", no_args_is_help=True)
+
+STACK = typer.Option(None, "--stack", help="take endpoint, bucket and keys from this stack's storage section")
+ENDPOINT = typer.Option(None, "--endpoint", help="S3 endpoint URL (keys from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)")
+REGION = typer.Option("us-east-1", "--region", help="region for SigV4 signing")
+BUCKET = typer.Option(None, "--bucket", help="bucket name (with --endpoint)")
+PREFIX = typer.Option(None, "--prefix", "-p", help="model folder in the bucket (default: the stack's model weights)")
+CONCURRENCY = typer.Option(16, "--concurrency", min=1, max=256, help="parallel part transfers")
+PART_MIB = typer.Option(32, "--part-size-mib", min=5, max=5120, help="multipart part size in MiB")
+VIRTUAL = typer.Option(False, "--virtual-hosted", help="virtual-hosted addressing instead of path style")
+
+
+def _settings(stack: str | None, endpoint: str | None, region: str, bucket: str | None, concurrency: int,
+              part_mib: int, virtual: bool, env_prefix: str = "", flag: str = "") -> tuple[StoreSettings, str | None]:
+    """(settings, the stack's default model prefix) from --stack or --endpoint/--bucket."""
+    tuning = {"concurrency": concurrency, "part_size": part_mib * MiB}
+    if stack:
+        from infra.stackfile import load_stack
+
+        s = load_stack(stack)
+        return StoreSettings.from_stack(s, **tuning), s.deployment.model.weights_prefix
+    if not endpoint or not bucket:
+        raise InferryError(f"no store given", f"pass --{flag}stack NAME, or --{flag}endpoint URL and --{flag}bucket NAME")
+    style = "virtual" if virtual else "path"
+    return StoreSettings.from_env(endpoint, region, bucket, style, prefix=env_prefix, **tuning), None
+
+
+def _prefix(given: str | None, default: str | None) -> str:
+    prefix = (given or default or "").strip("/")
+    if not prefix:
+        raise InferryError("no model prefix", "pass --prefix MODEL (the model's folder in the bucket)")
+    return prefix
+
+
+@app.command()
+@handle_errors
+def push(folder: Path = typer.Argument(..., help="local model folder (Hugging Face snapshot layout)"),
+         prefix: Optional[str] = PREFIX, stack: Optional[str] = STACK, endpoint: Optional[str] = ENDPOINT,
+         region: str = REGION, bucket: Optional[str] = BUCKET, concurrency: int = CONCURRENCY,
+         part_size_mib: int = PART_MIB, virtual_hosted: bool = VIRTUAL) -> None:
+    """Upload a model folder; unchanged files are skipped, an interrupted push resumes."""
+    from infra.storage.sync import push as run
+
+    s, default = _settings(stack, endpoint, region, bucket, concurrency, part_size_mib, virtual_hosted)
+    out.print(run(s, folder, _prefix(prefix, default)).summary, markup=False)
+
+
+@app.command()
+@handle_errors
+def pull(folder: Path = typer.Argument(..., help="local folder to fill"), prefix: Optional[str] = PREFIX,
+         stack: Optional[str] = STACK, endpoint: Optional[str] = ENDPOINT, region: str = REGION,
+         bucket: Optional[str] = BUCKET, concurrency: int = CONCURRENCY, part_size_mib: int = PART_MIB,
+         virtual_hosted: bool = VIRTUAL) -> None:
+    """Download a complete model, checking every file's sha256."""
+    from infra.storage.sync import pull as run
+
+    s, default = _settings(stack, endpoint, region, bucket, concurrency, part_size_mib, virtual_hosted)
+    out.print(run(s, _prefix(prefix, default), folder).summary, markup=False)
+
+
+@app.command()
+@handle_errors
+def copy(prefix: Optional[str] = PREFIX, stack: Optional[str] = STACK, endpoint: Optional[str] = ENDPOINT,
+         region: str = REGION, bucket: Optional[str] = BUCKET,
+         to_prefix: Optional[str] = typer.Option(None, "--to-prefix", help="destination folder (default: same)"),
+         to_stack: Optional[str] = typer.Option(None, "--to-stack", help="destination stack"),
+         to_endpoint: Optional[str] = typer.Option(None, "--to-endpoint",
+                                                   help="destination endpoint (keys from DEST_AWS_ACCESS_KEY_ID/...)"),
+         to_region: str = typer.Option("us-east-1", "--to-region"),
+         to_bucket: Optional[str] = typer.Option(None, "--to-bucket"),
+         concurrency: int = CONCURRENCY, part_size_mib: int = PART_MIB, virtual_hosted: bool = VIRTUAL) -> None:
+    """Copy a model between stores (other endpoint and keys: streamed; same store: server side)."""
+    from infra.storage.sync import copy as run
+
+    src, default = _settings(stack, endpoint, region, bucket, concurrency, part_size_mib, virtual_hosted)
+    if to_stack or to_endpoint:
+        dst, _ = _settings(to_stack, to_endpoint, to_region, to_bucket, concurrency, part_size_mib, virtual_hosted,
+                           env_prefix="DEST_", flag="to-")
+    elif to_bucket:
+        dst = src.with_bucket(to_bucket)
+    else:
+        dst = src
+    source = _prefix(prefix, default)
+    target = (to_prefix or source).strip("/")
+    if dst == src and target == source:
+        raise StorageError("source and destination are the same", "pass --to-prefix, --to-bucket or --to-stack")
+    out.print(run(src, source, dst, target).summary, markup=False)
+
+
+@app.command()
+@handle_errors
+def verify(prefix: Optional[str] = PREFIX, stack: Optional[str] = STACK, endpoint: Optional[str] = ENDPOINT,
+           region: str = REGION, bucket: Optional[str] = BUCKET, concurrency: int = CONCURRENCY,
+           part_size_mib: int = PART_MIB, virtual_hosted: bool = VIRTUAL) -> None:
+    """Re-read every stored file and compare size and sha256 with the manifest; exits 1 naming bad files."""
+    from infra.storage.verify import verify as run
+
+    s, default = _settings(stack, endpoint, region, bucket, concurrency, part_size_mib, virtual_hosted)
+    name = _prefix(prefix, default)
+    result = run(s, name)
+    if not result.ok:
+        lines = "; ".join(f"{b.path}: {b.problem}" for b in result.bad)
+        raise StorageError(f"{len(result.bad)} of {len(result.manifest.files)} file(s) do not match the manifest: "
+                           f"{lines}", "push (or copy) the model again: only the bad files are re-sent",
+                           where=s.where(name))
+    out.print(f"OK {len(result.manifest.files)} file(s), {result.manifest.total / 1e6:,.1f} MB match "
+              f"{s.where(name)}", markup=False)
+
+
+@app.command("ls")
+@handle_errors
+def ls_(prefix: str = typer.Argument("", help="only under this folder"), stack: Optional[str] = STACK,
+        endpoint: Optional[str] = ENDPOINT, region: str = REGION, bucket: Optional[str] = BUCKET) -> None:
+    """List the models in the bucket (complete ones have a manifest)."""
+    from infra.storage.verify import ls
+
+    s, _ = _settings(stack, endpoint, region, bucket, 4, 32, False)
+    models = ls(s, prefix)
+    for m in models:
+        state = f"complete {m.created}" if m.complete else "INCOMPLETE (no manifest)"
+        out.print(f"{m.prefix or '.'}\t{m.files} file(s)\t{m.total / 1e6:,.1f} MB\t{state}", markup=False)
+    if not models:
+        out.print(f"no models under {s.where(prefix)}", markup=False)
+
+
+def register(root: typer.Typer) -> None:
+    """Add `inferry weights ...` to the app."""
+    root.add_typer(app, name="weights")

@@ -1,0 +1,48 @@
+"""`WeightStore`: the stack's weight bucket as a ComponentResource over the dynamic Bucket resource."""
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+from pulumi import dynamic
+
+from infra import secrets
+from infra.config import Deployment
+from infra.storage.bucket import BucketProvider, credentials_id
+
+
+class Bucket(dynamic.Resource, module="inferry", name="Bucket"):
+    """One S3-compatible bucket (see BucketProvider)."""
+
+    bucket: pulumi.Output[str]
+    adopted: pulumi.Output[bool]
+    tags_applied: pulumi.Output[bool]
+
+    def __init__(self, name: str, props: dict[str, Any], access_key: Any, secret_key: Any,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__(BucketProvider(access_key, secret_key), name,
+                         {**props, "adopted": None, "tags_applied": None}, opts)
+
+
+class WeightStore(pulumi.ComponentResource):
+    """The bucket that holds the stack's weights; outputs bucket, endpoint and the model's s3:// URI."""
+
+    def __init__(self, name: str, d: Deployment, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("inferry:storage:WeightStore", name, None, opts)
+        s = d.storage
+        ak = secrets.output(s.access_key_id, "storage.access_key_id")
+        sk = secrets.output(s.secret_access_key, "storage.secret_access_key")
+        props = {"endpoint": s.endpoint, "region": s.region, "bucket": s.bucket,
+                 "addressing_style": s.addressing_style, "tags": dict(s.tags), "force_destroy": s.force_destroy,
+                 "credentials_id": pulumi.Output.unsecret(ak.apply(credentials_id))}
+        self.resource = Bucket(f"{name}-bucket", props, ak, sk, pulumi.ResourceOptions(parent=self))
+        self.bucket = self.resource.bucket
+        self.endpoint = s.endpoint
+        self.weights = d.model.weights
+        self.register_outputs({"bucket": self.bucket, "endpoint": self.endpoint, "weights": self.weights})
+
+
+def build_storage(d: Deployment) -> dict[str, Any]:
+    """Create the WeightStore; returns its exports."""
+    store = WeightStore("weights", d)
+    return {"weights_bucket": store.bucket, "weights_endpoint": store.endpoint, "weights": store.weights}

@@ -1,0 +1,150 @@
+"""The transfer engine: a bounded thread pool of part tasks, per-file completion, in-order hashing."""
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+
+class Cancelled(Exception):
+    """A task skipped because another one failed first."""
+
+
+class OrderedHasher:
+    """sha256 of parts that arrive out of order: part i waits until parts 0..i-1 are hashed.
+
+    Parts are queued in order on a FIFO pool, so part i-1 is always running when part i
+    waits: no deadlock, and at most `workers` parts are held in memory.
+    """
+
+    def __init__(self) -> None:
+        self._h = hashlib.sha256()
+        self._next = 0
+        self._cond = threading.Condition()
+        self._error: BaseException | None = None
+
+    def feed(self, index: int, data: bytes | bytearray | memoryview) -> None:
+        """Hash part `index` once all earlier parts are hashed."""
+        with self._cond:
+            while self._next != index and self._error is None:
+                self._cond.wait()
+            if self._error is not None:
+                raise Cancelled() from self._error
+        self._h.update(data)  # only the thread holding the next index gets here; hashlib drops the GIL
+        with self._cond:
+            self._next += 1
+            self._cond.notify_all()
+
+    def fail(self, error: BaseException) -> None:
+        """Release every waiter: the file failed."""
+        with self._cond:
+            self._error = error
+            self._cond.notify_all()
+
+    def hexdigest(self) -> str:
+        """The digest of everything fed."""
+        return self._h.hexdigest()
+
+
+class Pool:
+    """Runs part tasks on `workers` threads with a bounded queue; after the first error the rest are skipped."""
+
+    def __init__(self, workers: int):
+        self._ex = ThreadPoolExecutor(workers, thread_name_prefix="inferry-xfer")
+        self._slots = threading.BoundedSemaphore(workers * 2)
+        self.stopped = threading.Event()
+        self.errors: list[BaseException] = []
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        """Queue one task (blocks while the queue is full)."""
+        self._slots.acquire()
+        try:
+            return self._ex.submit(self._run, fn, *args)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            if self.stopped.is_set():
+                raise Cancelled()
+            return fn(*args)
+        except Cancelled:
+            raise
+        except BaseException as e:
+            with self._lock:
+                self.errors.append(e)
+            self.stopped.set()
+            raise
+        finally:
+            self._slots.release()
+
+    def stop(self) -> None:
+        """Skip every task not yet started."""
+        self.stopped.set()
+
+    def close(self) -> None:
+        """Wait for running tasks and release the threads."""
+        self._ex.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if exc[0] is not None:
+            self.stop()
+        self.close()
+
+
+def run_parts(pool: Pool, parts: list[tuple[Any, ...]], part_fn: Callable[..., Any],
+              finish: Callable[[list[Any]], Any], on_error: Callable[[BaseException], None]) -> Future:
+    """Queue part_fn(*part) for every part; finish(results) runs once all succeed. Returns the file's future."""
+    done: Future = Future()
+    results: list[Any] = [None] * len(parts)
+    left = [len(parts)]
+    lock = threading.Lock()
+
+    def fail(err: BaseException) -> None:
+        with lock:
+            first = not done.done()
+            if first:
+                done.set_exception(err)
+        if first:
+            on_error(err)
+
+    def collect(i: int, fut: Future) -> None:
+        err = Cancelled() if fut.cancelled() else fut.exception()
+        if err is not None:
+            fail(err)
+            return
+        with lock:
+            results[i] = fut.result()
+            left[0] -= 1
+            last = left[0] == 0
+        if last:
+            try:
+                value = finish(results)
+            except BaseException as e:  # noqa: BLE001 - reported through the file's future
+                pool.errors.append(e)
+                pool.stop()
+                fail(e)
+                return
+            with lock:
+                done.set_result(value)
+
+    for i, part in enumerate(parts):
+        if pool.stopped.is_set():
+            fail(Cancelled())  # the parts already queued finish or fail on their own; the file is not complete
+            break
+        pool.submit(part_fn, *part).add_done_callback(lambda f, i=i: collect(i, f))
+    return done
+
+
+def ranges(size: int, part_size: int) -> list[tuple[int, int, int]]:
+    """(index, offset, length) of each part of an object; one empty part for an empty object."""
+    if size == 0:
+        return [(0, 0, 0)]
+    return [(i, off, min(part_size, size - off)) for i, off in enumerate(range(0, size, part_size))]

@@ -1,0 +1,108 @@
+"""Local model folders: list weight files and their sha256, cached by (size, mtime, inode)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from infra.errors import StorageError
+from infra.storage.manifest import MANIFEST_NAME, FileEntry
+
+# Files that make a folder a model (Hugging Face snapshot layout): at least one of these.
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".engine", ".plan", ".npz", ".msgpack", ".h5")
+SKIP_PARTS = {".git", ".cache", ".huggingface"}
+PARTIAL_SUFFIX = ".inferry-part"
+CHUNK = 8 << 20
+
+
+def cache_dir() -> Path:
+    """Where sha256 results of local files are cached (XDG cache)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "inferry" / "sha256"
+
+
+def list_files(root: Path) -> list[tuple[str, os.stat_result]]:
+    """(relative posix path, stat) of every regular file of a model folder, sorted."""
+    if not root.is_dir():
+        raise StorageError(f"{root} is not a folder", "pass the model folder (a Hugging Face snapshot)", where=str(root))
+    found = []
+    for path in root.rglob("*"):
+        rel = path.relative_to(root)
+        if SKIP_PARTS & set(rel.parts) or path.name == MANIFEST_NAME or path.name.endswith(PARTIAL_SUFFIX):
+            continue
+        if path.is_file():
+            found.append((rel.as_posix(), path.stat()))
+    return sorted(found)
+
+
+def require_weights(root: Path, files: list[tuple[str, os.stat_result]]) -> None:
+    """StorageError unless the folder holds at least one weight file."""
+    if not any(p.endswith(WEIGHT_SUFFIXES) for p, _ in files):
+        raise StorageError(f"{root} holds no weight files ({', '.join(WEIGHT_SUFFIXES[:3])}, ...)",
+                           "pass the folder of a downloaded model, e.g. a Hugging Face snapshot", where=str(root))
+
+
+def sha256_file(path: Path) -> str:
+    """The sha256 of a file, read in large chunks (hashlib releases the GIL)."""
+    h = hashlib.sha256()
+    with open(path, "rb", buffering=0) as f:
+        buf = bytearray(CHUNK)
+        view = memoryview(buf)
+        while n := f.readinto(buf):
+            h.update(view[:n])
+    return h.hexdigest()
+
+
+class HashCache:
+    """sha256 of the files of one folder, reused while (size, mtime_ns, inode) are unchanged."""
+
+    def __init__(self, root: Path):
+        self.root = root.resolve()
+        name = hashlib.sha256(str(self.root).encode()).hexdigest()[:24]
+        self.path = cache_dir() / f"{name}.json"
+        try:
+            self.entries: dict[str, list] = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            self.entries = {}
+
+    @staticmethod
+    def _sig(st: os.stat_result) -> list:
+        return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+    def get(self, rel: str, st: os.stat_result) -> str | None:
+        """The cached sha256 when the file is unchanged."""
+        e = self.entries.get(rel)
+        return e[3] if e and e[:3] == self._sig(st) else None
+
+    def put(self, rel: str, st: os.stat_result, sha: str) -> None:
+        """Remember a file's sha256."""
+        self.entries[rel] = [*self._sig(st), sha]
+
+    def save(self) -> None:
+        """Write the cache (best effort: a read-only home only costs re-hashing)."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.entries))
+            tmp.replace(self.path)
+        except OSError:
+            pass
+
+    def entry(self, rel: str, st: os.stat_result) -> FileEntry:
+        """A FileEntry for one file, hashing it unless cached."""
+        sha = self.get(rel, st)
+        if sha is None:
+            sha = sha256_file(self.root / rel)
+            self.put(rel, st, sha)
+        return FileEntry(rel, st.st_size, sha)
+
+
+def hash_folder(root: Path, files: list[tuple[str, os.stat_result]], workers: int = 2) -> list[FileEntry]:
+    """FileEntries for the given files (cached where possible), hashing in parallel."""
+    cache = HashCache(root)
+    with ThreadPoolExecutor(workers) as pool:
+        entries = list(pool.map(lambda f: cache.entry(*f), files))
+    cache.save()
+    return entries

@@ -1,0 +1,68 @@
+"""The model manifest `inferry-manifest.json`: each file's path, size and sha256; written last."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+
+from infra.errors import StorageError
+
+MANIFEST_NAME = "inferry-manifest.json"
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One file of a model: its path relative to the model folder, size and sha256 (hex)."""
+
+    path: str
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A complete model: its files, total bytes, where it came from and when."""
+
+    files: tuple[FileEntry, ...]
+    source: str
+    created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+    @property
+    def total(self) -> int:
+        """Total bytes of all files."""
+        return sum(f.size for f in self.files)
+
+    def by_path(self) -> dict[str, FileEntry]:
+        """The files keyed by path."""
+        return {f.path: f for f in self.files}
+
+    def to_json(self) -> str:
+        """The manifest document (sorted paths, stable)."""
+        files = [asdict(f) for f in sorted(self.files, key=lambda f: f.path)]
+        doc = {"version": VERSION, "files": files, "total": self.total, "source": self.source, "created": self.created}
+        return json.dumps(doc, indent=1) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str | bytes, where: str = "") -> Manifest:
+        """Parse a manifest; StorageError when it is not one."""
+        try:
+            doc = json.loads(text)
+            files = tuple(FileEntry(str(f["path"]), int(f["size"]), str(f["sha256"])) for f in doc["files"])
+            m = cls(files, str(doc.get("source", "")), str(doc.get("created", "")))
+        except (ValueError, KeyError, TypeError) as e:
+            raise StorageError(f"{MANIFEST_NAME} is not a valid manifest ({e})",
+                               "push the model again to rewrite it", where=where) from None
+        if int(doc.get("total", m.total)) != m.total:
+            raise StorageError(f"{MANIFEST_NAME} total does not match its files", "push the model again", where=where)
+        return m
+
+
+def model_key(prefix: str, path: str) -> str:
+    """The object key of a model file."""
+    return f"{prefix.strip('/')}/{path}" if prefix.strip("/") else path
+
+
+def manifest_key(prefix: str) -> str:
+    """The object key of a model's manifest."""
+    return model_key(prefix, MANIFEST_NAME)

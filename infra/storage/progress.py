@@ -1,0 +1,60 @@
+"""Transfer progress: a rich bar (bytes, throughput, ETA) on a terminal, plain log lines otherwise."""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import TextIO
+
+
+class Meter:
+    """Counts bytes from many threads; call it with each chunk's size."""
+
+    def __init__(self, label: str, total: int, show: bool | None = None, stream: TextIO | None = None,
+                 every_s: float = 5.0):
+        self.label, self.total, self.done = label, total, 0
+        self.stream = stream or sys.stderr
+        self.show = self.stream.isatty() if show is None else show
+        self._lock = threading.Lock()
+        self._start = self._last = time.monotonic()
+        self._every = every_s
+        self._bar = self._task = None
+        if self.show and self.stream.isatty() and total:
+            self._start_bar()
+
+    def _start_bar(self) -> None:
+        from rich.console import Console
+        from rich.progress import (BarColumn, DownloadColumn, Progress, TimeRemainingColumn,
+                                   TransferSpeedColumn)
+
+        self._bar = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                             TransferSpeedColumn(), TimeRemainingColumn(), console=Console(file=self.stream))
+        self._task = self._bar.add_task(self.label, total=self.total)
+        self._bar.start()
+
+    def __call__(self, n: int) -> None:
+        with self._lock:
+            self.done += n
+            now = time.monotonic()
+            due = self.show and self._bar is None and now - self._last >= self._every
+            if due:
+                self._last = now
+        if self._bar is not None:
+            self._bar.update(self._task, advance=n)
+        elif due:
+            self._line()
+
+    def _line(self) -> None:
+        secs = max(time.monotonic() - self._start, 1e-9)
+        rate = self.done / secs
+        pct = 100.0 * self.done / self.total if self.total else 100.0
+        eta = (self.total - self.done) / rate if rate else 0.0
+        print(f"{self.label}: {self.done / 1e6:,.1f}/{self.total / 1e6:,.1f} MB ({pct:.0f}%) "
+              f"{rate / 1e6:,.1f} MB/s eta {eta:,.0f}s", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        """Stop the bar, or print the final line."""
+        if self._bar is not None:
+            self._bar.stop()
+        elif self.show and self.total:
+            self._line()

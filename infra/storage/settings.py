@@ -1,0 +1,132 @@
+"""How to reach a weight store: endpoint, bucket, keys (never printed) and transfer tuning."""
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from infra.errors import StorageError
+
+if TYPE_CHECKING:
+    from infra.config import StorageConfig
+    from infra.stackfile import Stack
+
+MiB = 1 << 20
+# S3 allows at most 10,000 parts per upload and parts of at least 5 MiB (except the last).
+MAX_PARTS = 10_000
+ENV_ACCESS, ENV_SECRET = "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    """One S3-compatible store: where it is, which bucket, which keys, how to transfer."""
+
+    endpoint: str
+    region: str
+    bucket: str
+    access_key: str = field(repr=False)
+    secret_key: str = field(repr=False)
+    addressing_style: str = "path"
+    part_size: int = 32 * MiB
+    concurrency: int = 16
+    connect_timeout: float = 5.0
+    read_timeout: float = 60.0
+    retries: int = 3
+
+    @classmethod
+    def from_config(cls, cfg: StorageConfig, access_key: str, secret_key: str, **tuning) -> StoreSettings:
+        """Settings from a stack's storage section and its resolved secrets."""
+        return cls(cfg.endpoint, cfg.region, cfg.bucket, access_key, secret_key, cfg.addressing_style, **tuning)
+
+    @classmethod
+    def from_stack(cls, stack: Stack, **tuning) -> StoreSettings:
+        """Settings from a loaded stack, resolving its two secret references (env or Pulumi config)."""
+        from infra.secrets import resolve
+
+        cfg = stack.deployment.storage
+        ak = resolve(cfg.access_key_id, stack.name, "storage.access_key_id", stack.path)
+        sk = resolve(cfg.secret_access_key, stack.name, "storage.secret_access_key", stack.path)
+        return cls.from_config(cfg, ak, sk, **tuning)
+
+    @classmethod
+    def from_env(cls, endpoint: str, region: str, bucket: str, addressing_style: str = "path",
+                 prefix: str = "", **tuning) -> StoreSettings:
+        """Settings for an explicit endpoint; keys from {prefix}AWS_ACCESS_KEY_ID / {prefix}AWS_SECRET_ACCESS_KEY."""
+        names = (prefix + ENV_ACCESS, prefix + ENV_SECRET)
+        missing = [n for n in names if not os.environ.get(n)]
+        if missing:
+            raise StorageError(f"{' and '.join(missing)} not set", f"export {missing[0]}=... (the store's keys)",
+                               where=endpoint)
+        return cls(endpoint, region, bucket, os.environ[names[0]], os.environ[names[1]], addressing_style, **tuning)
+
+    def with_bucket(self, bucket: str) -> StoreSettings:
+        """The same store, another bucket."""
+        return replace(self, bucket=bucket)
+
+    def same_store(self, other: StoreSettings) -> bool:
+        """True when both point at the same endpoint with the same keys (server-side copy works)."""
+        return (self.endpoint.rstrip("/"), self.access_key, self.secret_key) == (
+            other.endpoint.rstrip("/"), other.access_key, other.secret_key)
+
+    def part_size_for(self, size: int) -> int:
+        """The part size for an object: the configured one, raised so an object fits in 10,000 parts."""
+        need = -(-size // MAX_PARTS)
+        return max(self.part_size, 5 * MiB, -(-need // MiB) * MiB)
+
+    def where(self, key: str = "") -> str:
+        """s3://bucket/key at endpoint, for messages."""
+        return f"s3://{self.bucket}/{key} at {self.endpoint}"
+
+    def client(self):
+        """A boto3 S3 client with the settings S3-compatible endpoints need (see environment.md)."""
+        import boto3
+        from botocore.config import Config
+
+        # when_required: otherwise botocore adds CRC32 trailers and validates ranged GETs, which
+        # S3-compatible servers (rclone, MinIO gateways) reject or return without checksums.
+        cfg = Config(signature_version="s3v4", s3={"addressing_style": self.addressing_style},
+                     response_checksum_validation="when_required", request_checksum_calculation="when_required",
+                     max_pool_connections=max(10, self.concurrency + 4), tcp_keepalive=True,
+                     connect_timeout=self.connect_timeout, read_timeout=self.read_timeout,
+                     retries={"max_attempts": self.retries, "mode": "standard"})
+        return boto3.session.Session().client(
+            "s3", endpoint_url=self.endpoint, region_name=self.region, config=cfg,
+            aws_access_key_id=self.access_key, aws_secret_access_key=self.secret_key)
+
+
+_AUTH = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "InvalidToken", "403"}
+
+
+@contextlib.contextmanager
+def s3_errors(settings: StoreSettings, key: str = "", action: str = "access") -> Iterator[None]:
+    """Turn boto/network failures into a StorageError naming the store, what happened and the fix."""
+    from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
+
+    where = settings.where(key)
+    try:
+        yield
+    except ClientError as e:
+        code = str(e.response.get("Error", {}).get("Code", ""))
+        raise _client_error(code, str(e), settings, where, action) from None
+    except EndpointConnectionError:
+        raise StorageError(f"cannot {action}: endpoint {settings.endpoint} is not reachable",
+                           "check storage.endpoint and that the store is up", where=where) from None
+    except BotoCoreError as e:
+        raise StorageError(f"cannot {action}: {e}", "check storage.endpoint and the network", where=where) from None
+
+
+def _client_error(code: str, text: str, s: StoreSettings, where: str, action: str) -> StorageError:
+    if code in _AUTH:
+        return StorageError(f"cannot {action}: the store rejected the credentials ({code})",
+                            "check storage.access_key_id / storage.secret_access_key (or AWS_* env)", where=where)
+    if code in ("NoSuchBucket", "404") and action != "read object":
+        return StorageError(f"bucket {s.bucket} does not exist at {s.endpoint}",
+                            "create it (inferry up creates the WeightStore bucket) or fix storage.bucket", where=where)
+    if code == "InvalidBucketName":
+        return StorageError(f"the endpoint rejects bucket name {s.bucket!r}: {text.split(': ', 1)[-1]}",
+                            "use 3-63 lowercase letters, digits and hyphens", where=where)
+    if code in ("NoSuchKey", "404"):
+        return StorageError(f"cannot {action}: object not found", "push the model first", where=where)
+    return StorageError(f"cannot {action}: {text}", "check the store's logs and storage settings", where=where)

@@ -1,0 +1,186 @@
+"""Push, pull and copy models, resumable and verified; skip what is already there."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from infra.errors import InferryError, StorageError
+from infra.storage import remote as rm
+from infra.storage.engine import Cancelled, Pool
+from infra.storage.journal import Journal
+from infra.storage.local import HashCache, list_files, require_weights
+from infra.storage.manifest import MANIFEST_NAME, FileEntry, Manifest, model_key
+from infra.storage.progress import Meter
+from infra.storage.settings import StoreSettings
+from infra.storage.transfer import SERVER_COPY_MAX, Store, download, server_copy, stream_copy, upload
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    """What a push, pull or copy did."""
+
+    manifest: Manifest
+    transferred: tuple[str, ...]
+    skipped: tuple[str, ...]
+    bytes_moved: int
+    seconds: float
+
+    @property
+    def summary(self) -> str:
+        """One line for the CLI."""
+        rate = self.bytes_moved / self.seconds / 1e6 if self.seconds else 0.0
+        return (f"{len(self.transferred)} file(s) transferred, {len(self.skipped)} already there, "
+                f"{self.bytes_moved / 1e6:,.1f} MB in {self.seconds:.2f}s ({rate:,.1f} MB/s)")
+
+
+def _wait(pool: Pool, futures: list[Future], what: str) -> None:
+    """Wait for every file; raise the first real error (an InferryError as is)."""
+    for f in futures:
+        try:
+            f.result()
+        except Exception:  # noqa: BLE001 - collected from pool.errors below
+            pool.stop()
+    errors = [e for e in pool.errors if not isinstance(e, Cancelled)]
+    if errors:
+        first = errors[0]
+        if isinstance(first, InferryError):
+            raise first
+        raise StorageError(f"{what} failed: {first}", "run the same command again: it resumes") from first
+
+
+def _run(settings: StoreSettings, label: str, total: int, show: bool | None,
+         start: Callable[[Pool, Meter], list[Future]]) -> int:
+    """Run one batch of file transfers on a pool with a progress meter; returns the bytes moved."""
+    meter = Meter(label, total, show)
+    try:
+        with Pool(settings.concurrency) as pool:
+            futures: list[Future] = []
+            try:
+                futures = start(pool, meter)
+            except InferryError:
+                pool.stop()
+                _wait(pool, futures, label)
+                raise
+            _wait(pool, futures, label)
+    finally:
+        meter.close()
+    return meter.done
+
+
+def push(settings: StoreSettings, folder: Path, prefix: str, show: bool | None = None) -> SyncResult:
+    """Upload a local model folder to s3://bucket/prefix; the manifest goes last."""
+    t0, folder = time.monotonic(), Path(folder)
+    files = list_files(folder)
+    require_weights(folder, files)
+    store = Store.of(settings)
+    remote = rm.remote_model(store, prefix)
+    cache = HashCache(folder)
+    entries = _hash_all(cache, files)
+    journal = Journal(settings, prefix)
+    present = rm.already_there(store, remote, entries, settings.concurrency, journal)
+    todo = [e for e in entries if e.path not in present]
+    manifest = Manifest(tuple(entries), source=f"file://{folder.resolve()}")
+    if not todo and remote.manifest and remote.manifest.by_path() == manifest.by_path():
+        return SyncResult(remote.manifest, (), tuple(sorted(present)), 0, time.monotonic() - t0)
+    if remote.manifest:
+        rm.drop_manifest(store, prefix)
+    journal.forget([e.path for e in todo])
+
+    def start(pool: Pool, meter: Meter) -> list[Future]:
+        return [_journaled(journal, e, upload(pool, store, folder / e.path, model_key(prefix, e.path), e, meter))
+                for e in todo]
+
+    moved = _run(settings, f"push {prefix}", sum(e.size for e in todo), show, start)
+    _check_stored(store, prefix, entries, journal)
+    rm.write_manifest(store, prefix, manifest)
+    return SyncResult(manifest, tuple(e.path for e in todo), tuple(sorted(present)), moved, time.monotonic() - t0)
+
+
+def _journaled(journal: Journal, e: FileEntry, fut: Future) -> Future:
+    """Record the file in the journal once its transfer completes."""
+    fut.add_done_callback(lambda f: f.exception() is None and journal.record(e))
+    return fut
+
+
+def _hash_all(cache: HashCache, files: list) -> list[FileEntry]:
+    with ThreadPoolExecutor(2) as pool:
+        entries = list(pool.map(lambda f: cache.entry(*f), files))
+    cache.save()
+    return entries
+
+
+def _check_stored(store: Store, prefix: str, entries: list[FileEntry], journal: Journal) -> None:
+    """After a transfer: every file is listed with its size and carries its sha256 (cheap: no download)."""
+    remote = rm.remote_model(store, prefix)
+    wrong = [e.path for e in entries if remote.sizes.get(e.path) != e.size]
+    present = rm.already_there(store, rm.RemoteModel(prefix, remote.sizes, None),
+                               [e for e in entries if e.path not in wrong], store.settings.concurrency, journal)
+    wrong += [e.path for e in entries if e.path not in present and e.path not in wrong]
+    if wrong:
+        raise StorageError(f"after the transfer {len(wrong)} object(s) are missing or differ: {', '.join(wrong[:5])}",
+                           "run the same command again: it resumes", where=store.settings.where(prefix))
+
+
+def pull(settings: StoreSettings, prefix: str, folder: Path, show: bool | None = None) -> SyncResult:
+    """Download a complete model (per its manifest) into a local folder, checking every sha256."""
+    t0, folder = time.monotonic(), Path(folder)
+    store = Store.of(settings)
+    manifest = rm.read_manifest(store, prefix)
+    folder.mkdir(parents=True, exist_ok=True)
+    cache = HashCache(folder)
+    present = {e.path for e in manifest.files if _local_matches(cache, folder, e)}
+    todo = [e for e in manifest.files if e.path not in present]
+
+    def start(pool: Pool, meter: Meter) -> list[Future]:
+        return [download(pool, store, model_key(prefix, e.path), e, folder / e.path, meter) for e in todo]
+
+    moved = _run(settings, f"pull {prefix}", sum(e.size for e in todo), show, start)
+    for e in todo:  # freshly checked while downloading: remember, so the next sync need not re-hash
+        cache.put(e.path, (folder / e.path).stat(), e.sha256)
+    cache.save()
+    (folder / MANIFEST_NAME).write_text(manifest.to_json())
+    return SyncResult(manifest, tuple(e.path for e in todo), tuple(sorted(present)), moved, time.monotonic() - t0)
+
+
+def _local_matches(cache: HashCache, folder: Path, e: FileEntry) -> bool:
+    path = folder / e.path
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return False
+    return st.st_size == e.size and cache.entry(e.path, st).sha256 == e.sha256
+
+
+def copy(src: StoreSettings, src_prefix: str, dst: StoreSettings, dst_prefix: str,
+         show: bool | None = None) -> SyncResult:
+    """Copy a complete model between stores: server side on one store, else streamed part by part."""
+    t0 = time.monotonic()
+    s, d = Store.of(src), Store.of(dst)
+    manifest = rm.read_manifest(s, src_prefix)
+    remote = rm.remote_model(d, dst_prefix)
+    journal = Journal(dst, dst_prefix)
+    present = rm.already_there(d, remote, list(manifest.files), dst.concurrency, journal)
+    todo = [e for e in manifest.files if e.path not in present]
+    if not todo and remote.manifest and remote.manifest.by_path() == manifest.by_path():
+        return SyncResult(remote.manifest, (), tuple(sorted(present)), 0, time.monotonic() - t0)
+    if remote.manifest:
+        rm.drop_manifest(d, dst_prefix)
+    journal.forget([e.path for e in todo])
+    same = src.same_store(dst)
+
+    def start(pool: Pool, meter: Meter) -> list[Future]:
+        out = []
+        for e in todo:
+            how = server_copy if same and e.size <= SERVER_COPY_MAX else stream_copy
+            fut = how(pool, s, model_key(src_prefix, e.path), d, model_key(dst_prefix, e.path), e, meter)
+            out.append(_journaled(journal, e, fut))
+        return out
+
+    moved = _run(dst, f"copy {src_prefix}", sum(e.size for e in todo), show, start)
+    _check_stored(d, dst_prefix, list(manifest.files), journal)
+    copied = Manifest(manifest.files, source=f"s3://{src.bucket}/{src_prefix} at {src.endpoint}")
+    rm.write_manifest(d, dst_prefix, copied)
+    return SyncResult(copied, tuple(e.path for e in todo), tuple(sorted(present)), moved, time.monotonic() - t0)

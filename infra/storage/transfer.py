@@ -1,0 +1,218 @@
+"""One file's transfer, part by part: upload, download, stream copy between stores, server copy, hash."""
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from infra.errors import StorageError
+from infra.storage.engine import OrderedHasher, Pool, ranges, run_parts
+from infra.storage.local import PARTIAL_SUFFIX
+from infra.storage.manifest import FileEntry
+from infra.storage.settings import StoreSettings, s3_errors
+
+SHA_META = "sha256"  # stored as x-amz-meta-sha256: lets a re-run skip a file without downloading it
+# Above this, S3 needs UploadPartCopy; rclone's is a stub, so bigger same-store copies stream instead.
+SERVER_COPY_MAX = 5 << 30
+
+
+@dataclass(frozen=True)
+class Store:
+    """A store's settings and a client made from them (clients are thread-safe)."""
+
+    settings: StoreSettings
+    s3: Any
+
+    @classmethod
+    def of(cls, settings: StoreSettings) -> Store:
+        """A Store with a fresh client."""
+        return cls(settings, settings.client())
+
+
+Progress = Callable[[int], None]
+
+
+def read_range(store: Store, key: str, offset: int, length: int) -> bytearray:
+    """Bytes [offset, offset+length) of an object, read straight into one buffer."""
+    buf = bytearray(length)
+    if length == 0:
+        return buf
+    with s3_errors(store.settings, key, "read object"):
+        resp = store.s3.get_object(Bucket=store.settings.bucket, Key=key, Range=f"bytes={offset}-{offset + length - 1}")
+        raw, view, pos = resp["Body"]._raw_stream, memoryview(buf), 0
+        while pos < length:
+            n = raw.readinto(view[pos:])
+            if not n:
+                raise StorageError(f"object ended early at byte {offset + pos}", "retry the transfer",
+                                   where=store.settings.where(key))
+            pos += n
+        resp["Body"].close()
+    return buf
+
+
+class _Upload:
+    """A multipart (or single PUT) upload of parts produced by `produce(index, offset, length)`."""
+
+    def __init__(self, store: Store, key: str, entry: FileEntry, progress: Progress):
+        self.store, self.key, self.entry, self.progress = store, key, entry, progress
+        self.part_size = store.settings.part_size_for(entry.size)
+        self.single = entry.size <= self.part_size
+        self.upload_id: str | None = None
+
+    def begin(self) -> None:
+        """Create the multipart upload (with the sha256 metadata) when the file needs several parts."""
+        if not self.single:
+            with s3_errors(self.store.settings, self.key, "start upload"):
+                self.upload_id = self.store.s3.create_multipart_upload(
+                    Bucket=self.store.settings.bucket, Key=self.key, Metadata={SHA_META: self.entry.sha256})["UploadId"]
+
+    def send(self, index: int, data: bytes | bytearray) -> dict:
+        """Upload one part (or the whole object)."""
+        s, b = self.store.settings, self.store.settings.bucket
+        with s3_errors(s, self.key, "upload"):
+            if self.single:
+                self.store.s3.put_object(Bucket=b, Key=self.key, Body=data, Metadata={SHA_META: self.entry.sha256})
+                etag = ""
+            else:
+                etag = self.store.s3.upload_part(Bucket=b, Key=self.key, UploadId=self.upload_id,
+                                                 PartNumber=index + 1, Body=data)["ETag"]
+        self.progress(len(data))
+        return {"PartNumber": index + 1, "ETag": etag}
+
+    def complete(self, parts: list[dict]) -> None:
+        """Complete the multipart upload."""
+        if self.upload_id:
+            with s3_errors(self.store.settings, self.key, "complete upload"):
+                self.store.s3.complete_multipart_upload(Bucket=self.store.settings.bucket, Key=self.key,
+                                                        UploadId=self.upload_id, MultipartUpload={"Parts": parts})
+
+    def abort(self, _err: BaseException | None = None) -> None:
+        """Abort an unfinished multipart upload (best effort: the store may be down)."""
+        if self.upload_id:
+            try:
+                self.store.s3.abort_multipart_upload(Bucket=self.store.settings.bucket, Key=self.key,
+                                                     UploadId=self.upload_id)
+            except Exception:  # noqa: BLE001 - nothing more to do; the object was never completed
+                pass
+
+
+def upload(pool: Pool, store: Store, path: Path, key: str, entry: FileEntry, progress: Progress) -> Future:
+    """Upload a local file whose sha256 is known; fails if the file changes meanwhile."""
+    up = _Upload(store, key, entry, progress)
+    up.begin()
+    fd = os.open(path, os.O_RDONLY)
+    before = os.fstat(fd)
+    closed = threading.Event()
+
+    def close() -> None:
+        if not closed.is_set():
+            closed.set()
+            os.close(fd)
+
+    def part(index: int, offset: int, length: int) -> dict:
+        return up.send(index, os.pread(fd, length, offset))
+
+    def finish(parts: list[dict]) -> None:
+        after = os.fstat(fd)
+        close()
+        if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns) or after.st_size != entry.size:
+            up.abort()
+            raise StorageError(f"{path} changed while it was uploaded", "run the push again", where=str(path))
+        up.complete(parts)
+
+    def failed(err: BaseException) -> None:
+        close()
+        up.abort(err)
+
+    return run_parts(pool, ranges(entry.size, up.part_size), part, finish, failed)
+
+
+def download(pool: Pool, store: Store, key: str, entry: FileEntry, dest: Path, progress: Progress) -> Future:
+    """Download an object into dest (via dest.inferry-part), checking its sha256 before the rename."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(dest.name + PARTIAL_SUFFIX)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.ftruncate(fd, entry.size)
+    hasher = OrderedHasher()
+
+    def part(index: int, offset: int, length: int) -> None:
+        data = read_range(store, key, offset, length)
+        os.pwrite(fd, data, offset)
+        hasher.feed(index, data)
+        progress(length)
+
+    def finish(_: list) -> None:
+        os.close(fd)
+        got = hasher.hexdigest()
+        if got != entry.sha256:
+            tmp.unlink(missing_ok=True)
+            raise StorageError(f"{entry.path}: sha256 {got[:12]}… does not match the manifest's {entry.sha256[:12]}…",
+                               "the stored object is corrupt: push the model again", where=store.settings.where(key))
+        os.replace(tmp, dest)
+
+    def failed(err: BaseException) -> None:
+        hasher.fail(err)
+        os.close(fd)
+        tmp.unlink(missing_ok=True)  # nothing half-done: a re-run downloads the file again
+
+    return run_parts(pool, ranges(entry.size, store.settings.part_size_for(entry.size)), part, finish, failed)
+
+
+def stream_copy(pool: Pool, src: Store, src_key: str, dst: Store, dst_key: str, entry: FileEntry,
+                progress: Progress) -> Future:
+    """Copy an object between stores part by part (ranged GET -> upload part), checking its sha256."""
+    up = _Upload(dst, dst_key, entry, progress)
+    up.begin()
+    hasher = OrderedHasher()
+
+    def part(index: int, offset: int, length: int) -> dict:
+        data = read_range(src, src_key, offset, length)
+        hasher.feed(index, data)
+        return up.send(index, data)
+
+    def finish(parts: list[dict]) -> None:
+        got = hasher.hexdigest()
+        if got != entry.sha256:
+            up.abort()
+            if up.single:
+                dst.s3.delete_object(Bucket=dst.settings.bucket, Key=dst_key)
+            raise StorageError(f"{entry.path}: source sha256 {got[:12]}… does not match its manifest",
+                               "the source object is corrupt: push the model to the source again",
+                               where=src.settings.where(src_key))
+        up.complete(parts)
+
+    def failed(err: BaseException) -> None:
+        hasher.fail(err)
+        up.abort(err)
+
+    return run_parts(pool, ranges(entry.size, up.part_size), part, finish, failed)
+
+
+def server_copy(pool: Pool, src: Store, src_key: str, dst: Store, dst_key: str, entry: FileEntry,
+                progress: Progress) -> Future:
+    """Copy within one store (server side): no bytes pass through this machine."""
+
+    def part() -> None:
+        with s3_errors(dst.settings, dst_key, "copy"):
+            dst.s3.copy_object(Bucket=dst.settings.bucket, Key=dst_key, MetadataDirective="REPLACE",
+                               Metadata={SHA_META: entry.sha256},
+                               CopySource={"Bucket": src.settings.bucket, "Key": src_key})
+        progress(entry.size)
+
+    return run_parts(pool, [()], part, lambda _: None, lambda _: None)
+
+
+def hash_object(pool: Pool, store: Store, key: str, size: int, progress: Progress) -> Future:
+    """The sha256 of a stored object, read in parallel ranges (for verify)."""
+    hasher = OrderedHasher()
+
+    def part(index: int, offset: int, length: int) -> None:
+        data = read_range(store, key, offset, length)
+        hasher.feed(index, data)
+        progress(length)
+
+    return run_parts(pool, ranges(size, store.settings.part_size_for(size)), part,
+                     lambda _: hasher.hexdigest(), hasher.fail)

@@ -1,0 +1,101 @@
+"""Check a stored model against its manifest (every byte re-hashed), and list the models of a bucket."""
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from infra.storage import remote as rm
+from infra.storage.engine import Cancelled, Pool
+from infra.storage.manifest import MANIFEST_NAME, Manifest, model_key
+from infra.storage.progress import Meter
+from infra.storage.settings import StoreSettings
+from infra.storage.transfer import Store, hash_object
+
+
+@dataclass(frozen=True)
+class BadFile:
+    """One file that does not match the manifest, and how."""
+
+    path: str
+    problem: str
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    """The outcome of verify: the manifest and every file that does not match it."""
+
+    manifest: Manifest
+    bad: tuple[BadFile, ...]
+    bytes_read: int
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        """True when every file matches."""
+        return not self.bad
+
+
+def verify(settings: StoreSettings, prefix: str, show: bool | None = None) -> VerifyResult:
+    """Re-read every object of a model and compare its size and sha256 with the manifest."""
+    t0 = time.monotonic()
+    store = Store.of(settings)
+    manifest = rm.read_manifest(store, prefix)
+    sizes = rm.list_sizes(store, prefix)
+    bad = [BadFile(e.path, "missing") for e in manifest.files if e.path not in sizes]
+    bad += [BadFile(e.path, f"size {sizes[e.path]} != {e.size}") for e in manifest.files
+            if e.path in sizes and sizes[e.path] != e.size]
+    check = [e for e in manifest.files if sizes.get(e.path) == e.size]
+    meter = Meter(f"verify {prefix}", sum(e.size for e in check), show)
+    with Pool(settings.concurrency) as pool:
+        futures: list[tuple[str, str, Future]] = [
+            (e.path, e.sha256, hash_object(pool, store, model_key(prefix, e.path), e.size, meter)) for e in check]
+        for path, want, fut in futures:
+            try:
+                got = fut.result()
+            except Cancelled:
+                continue
+            except Exception:  # noqa: BLE001 - the pool's first error is raised below
+                continue
+            if got != want:
+                bad.append(BadFile(path, f"sha256 {got[:12]}… != manifest {want[:12]}…"))
+    meter.close()
+    real = [e for e in pool.errors if not isinstance(e, Cancelled)]
+    if real:
+        raise real[0]
+    return VerifyResult(manifest, tuple(sorted(bad, key=lambda b: b.path)), meter.done, time.monotonic() - t0)
+
+
+@dataclass(frozen=True)
+class StoredModel:
+    """A model prefix in a bucket: complete (with a manifest) or not."""
+
+    prefix: str
+    files: int
+    total: int
+    complete: bool
+    created: str = ""
+
+
+def ls(settings: StoreSettings, prefix: str = "") -> list[StoredModel]:
+    """The models under a prefix of the bucket: those with a manifest, and folders without one (incomplete)."""
+    store = Store.of(settings)
+    sizes = rm.list_sizes(store, prefix)
+    manifests = sorted(p.removesuffix(MANIFEST_NAME).rstrip("/") for p in sizes
+                       if p == MANIFEST_NAME or p.endswith("/" + MANIFEST_NAME))
+    base = prefix.strip("/")
+    out = []
+    for rel in manifests:
+        full = "/".join(x for x in (base, rel) if x)
+        m = rm.read_manifest(store, full)
+        out.append(StoredModel(full, len(m.files), m.total, True, m.created))
+    claimed = {m + "/" if m else "" for m in manifests}
+    loose: dict[str, list[int]] = {}
+    for path, size in sizes.items():
+        if not any(path.startswith(c) for c in claimed if c) and "" not in claimed:
+            top = path.split("/", 1)[0] if "/" in path else ""
+            loose.setdefault(top, []).append(size)
+    for top, found in sorted(loose.items()):
+        full = "/".join(x for x in (base, top) if x)
+        out.append(StoredModel(full, len(found), sum(found), False))
+    return out
