@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.hosts import netns
+from tests.hosts.files import SSHD_CONFIG, host_python, keygen
 
-REPO = Path(__file__).resolve().parents[2]
 HOSTINIT = Path(__file__).with_name("hostinit.py")
 SSHD = "/usr/sbin/sshd"
 DEFAULT_WEIGHTS_PATH = "/var/lib/inferry/weights"
@@ -22,51 +22,6 @@ STD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 OVERLAID = ("/etc", "/var", "/opt", "/srv", "/home", "/usr/local")
 # Fresh, empty private folders: their own home (not this machine's slow ~/.bashrc), tools, /tmp.
 PRIVATE = {"home": "/root", "bin": "/usr/local/bin", "tmp": "/tmp"}
-SSHD_CONFIG = """\
-Port 22
-ListenAddress 0.0.0.0
-HostKey {d}/ssh_host_ed25519_key
-PidFile {d}/sshd.pid
-AuthorizedKeysFile {d}/authorized_keys
-StrictModes no
-UsePAM no
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PermitRootLogin prohibit-password
-PubkeyAuthentication yes
-Subsystem sftp internal-sftp
-UseDNS no
-PrintMotd no
-PrintLastLog no
-MaxStartups 100:30:200
-MaxSessions 100
-LogLevel VERBOSE
-"""
-
-
-def copy_tools(dest: Path) -> Path:
-    """Copy the stand-ins (and the engines' stdlib-only option snapshots) where hosts can read them.
-
-    The checkout may live under /tmp, /root or /home, which every host replaces with its own.
-    """
-    ignore = shutil.ignore_patterns("__pycache__")
-    shutil.copytree(REPO / "tests" / "standin", dest / "tests" / "standin", ignore=ignore)
-    engines = REPO / "infra" / "engines"
-    if (engines / "options.py").is_file():
-        (dest / "infra" / "engines").mkdir(parents=True)
-        shutil.copy(engines / "options.py", dest / "infra" / "engines" / "options.py")
-        shutil.copytree(engines / "snapshots", dest / "infra" / "engines" / "snapshots", ignore=ignore)
-    return dest / "tests" / "standin"
-
-
-def host_python() -> str:
-    """A python3 the hosts can run: this machine's may live under /root (pyenv), which hosts replace."""
-    for candidate in ("/usr/bin/python3", os.path.realpath(sys.executable)):
-        if os.path.exists(candidate) and not candidate.startswith(("/root/", "/home/", "/tmp/")):
-            return candidate
-    raise RuntimeError("test hosts need a python3 outside /root, /home and /tmp (e.g. apt install python3)")
-
-
 @dataclass(frozen=True)
 class HostOptions:
     """What a test host looks like: its GPUs and its weights cache."""
@@ -84,14 +39,6 @@ def _wait(predicate, what: str, timeout: float = 10.0) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out waiting for {what}")
         time.sleep(0.01)
-
-
-def keygen(path: Path) -> str:
-    """Make an ed25519 keypair at path; return the public line 'ssh-ed25519 AAAA...'."""
-    for p in (path, path.with_suffix(".pub")):
-        p.unlink(missing_ok=True)
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", str(path)], check=True)
-    return " ".join(Path(f"{path}.pub").read_text().split()[:2])
 
 
 class TestHost:
@@ -140,6 +87,7 @@ class TestHost:
         }
         (self.root / "spec.json").write_text(json.dumps(spec, indent=1))
         self._write_etc()
+        self.set_standin()
 
     def _write_etc(self) -> None:
         """Resolve the host's own name locally and fail DNS fast (no DNS here; lookups would hang 10 s)."""
@@ -161,6 +109,17 @@ class TestHost:
         self.install("nvidia-smi", f'exec env {gpu_env} {python} -I -S {standin}/nvidia_smi.py "$@"')
         for program in ("vllm", "trtllm-serve"):
             self.install(program, f'exec {python} -I {standin}/engine.py {program} "$@"')
+
+    def set_standin(self, never_healthy: bool = False, startup_s: float = 0, crash: str = "",
+                    version: str = "") -> None:
+        """Fault knobs for the stand-in engines started on this host from now on (see standin/engine.py)."""
+        knobs = {"GPU": self.options.gpu, "GPU_COUNT": self.options.gpu_count,
+                 "NEVER_HEALTHY": "1" if never_healthy else "", "STARTUP_S": startup_s or "", "CRASH": crash,
+                 "VERSION": version}
+        text = "".join(f"INFERRY_STANDIN_{k}={v}\n" for k, v in knobs.items() if v != "")
+        # Once booted, write through the host's overlay (writing its upper folder directly is undefined).
+        etc = self.path("/etc") if self.init_pid else self.root / "overlay" / "etc" / "upper"
+        (etc / "inferry-standin.env").write_text(text)
 
     def install(self, name: str, script: str) -> Path:
         """Install an executable shell script as /usr/local/bin/NAME on this host only."""

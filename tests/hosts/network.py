@@ -6,7 +6,8 @@ import shutil
 from pathlib import Path
 
 from tests.hosts import netns
-from tests.hosts.host import SSHD, HostOptions, TestHost, copy_tools, keygen
+from tests.hosts.files import copy_tools, keygen
+from tests.hosts.host import SSHD, HostOptions, TestHost
 
 TOOLS = ("ip", "nsenter", "unshare", "mount", "ssh-keygen")
 

@@ -39,6 +39,7 @@ class EngineArgs:
     load_format: str
     max_model_len: int | None
     config_file: str | None = None  # TensorRT-LLM --config YAML
+    world_size: int = 1  # GPUs the engine needs: tensor x pipeline parallel size
 
 
 def _options():
@@ -141,7 +142,9 @@ def parse(program: str, argv: list[str]) -> EngineArgs:
         served_model_names=tuple(getattr(ns, "served_model_name", None) or [model]),
         api_keys=keys, load_format=getattr(ns, "load_format", None) or "auto",
         max_model_len=getattr(ns, "max_model_len", None) or getattr(ns, "max_seq_len", None),
-        config_file=getattr(ns, "extra_llm_api_options", None))
+        config_file=getattr(ns, "extra_llm_api_options", None),
+        world_size=(getattr(ns, "tensor_parallel_size", None) or 1) * (getattr(ns, "pipeline_parallel_size", None)
+                                                                        or 1))
 
 
 def check_model(args: EngineArgs) -> None:

@@ -3,9 +3,11 @@
 Usage: engine.py PROGRAM ARGS... (PROGRAM is vllm or trtllm-serve; test hosts install it under those names).
 Refuses what the engine's option snapshot refuses (exit 2, argparse/click message), refuses a model it could
 not load (exit 1), then serves vLLM's OpenAI API (see server.py) and logs to stdout like the engine.
-Fault knobs (environment): INFERRY_STANDIN_STARTUP_S=seconds before serving (the port is bound at once, as
-vLLM does); INFERRY_STANDIN_NEVER_HEALTHY=1 (serves, /health 503 forever, logs an error);
-INFERRY_STANDIN_CRASH=message (logs it as an error after start-up and exits 1); INFERRY_STANDIN_VERSION.
+Knobs, from the environment or from /etc/inferry-standin.env on a test host (KEY=VALUE lines; TestHost.
+set_standin writes it; the environment wins): INFERRY_STANDIN_STARTUP_S=seconds before serving (the port is
+bound at once, as vLLM does); INFERRY_STANDIN_NEVER_HEALTHY=1 (serves, /health 503 forever, logs an error);
+INFERRY_STANDIN_CRASH=message (logs it as an error after start-up and exits 1); INFERRY_STANDIN_VERSION;
+INFERRY_STANDIN_GPU_COUNT (the host's GPUs: more tensor x pipeline parallel ranks than that fail like vLLM).
 """
 from __future__ import annotations
 
@@ -23,6 +25,19 @@ from tests.standin.argv import ENGINES, Refused, check_model, engine_version, pa
 from tests.standin.server import State, make_server  # noqa: E402
 
 
+KNOBS_FILE = Path("/etc/inferry-standin.env")
+
+
+def load_knobs(path: Path = KNOBS_FILE) -> None:
+    """Merge the host's knob file into os.environ (variables already set win)."""
+    if not path.is_file():
+        return
+    for line in path.read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip().startswith("INFERRY_STANDIN_"):
+            os.environ.setdefault(key.strip(), value.strip())
+
+
 def log(message: str, level: str = "INFO", source: str = "api_server.py", prefix: str | None = None) -> None:
     """One engine log line on stdout, vLLM's format: 'INFO 11-30 01:02:03 [file.py] message'."""
     head = prefix if prefix is not None else f"{level} {time.strftime('%m-%d %H:%M:%S')} [{source}] "
@@ -36,6 +51,11 @@ def serve(program: str, argv: list[str]) -> None:
         check_model(args)
     except Refused as e:
         refuse(program, e)
+    gpus = int(os.environ.get("INFERRY_STANDIN_GPU_COUNT") or 0)
+    if gpus and args.world_size > gpus:
+        log(f"ValueError: The number of required GPUs ({args.world_size}) exceeds the total number of available "
+            f"GPUs ({gpus}) in the placement group.", level="ERROR", source="core.py")
+        sys.exit(1)
     name = "vLLM" if args.engine == "vllm" else "TensorRT-LLM"
     log(f"{name} API server version {args.version}")
     log(f"args: {json.dumps(argv[1:] if argv[:1] == ['serve'] else argv)}")
@@ -68,6 +88,7 @@ def main(argv: list[str] | None = None) -> None:
     if not argv or argv[0] not in ENGINES:
         sys.exit(f"usage: engine.py {{{'|'.join(ENGINES)}}} ARGS...")
     program, rest = argv[0], argv[1:]
+    load_knobs()
     if rest in (["--version"], ["-v"]):
         print(engine_version(ENGINES[program]))
         return

@@ -1,4 +1,4 @@
-"""The stand-in nvidia-smi and engine: real captures byte for byte, the engine's real command line and API."""
+"""The stand-in engine takes the engines' real command lines (from infra/engines) and answers like vLLM."""
 from __future__ import annotations
 
 import json
@@ -11,69 +11,31 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from infra.config_engines import TrtllmEngine
+from infra.engines import service_spec
+from infra.stackfile import load_stack
+from tests.conftest import ROOT
 from tests.hosts.fixtures import ssh_connect
-from tests.standin import nvidia_smi
 from tests.standin.process import RunningEngine, command, free_port, start_engine
 
 KEY = "sk-standin-test"
-ENV = {"PYTHONPATH": str(nvidia_smi.FIXTURES.parents[3])}
-# What infra/engines renders for the example stacks (vLLM 0.33 flags), plus host/port.
-REAL_VLLM_ARGS = ["--served-model-name", "llama-3.1-8b-instruct", "--max-model-len", "32768",
-                  "--gpu-memory-utilization", "0.9", "--quantization", "fp8", "--tensor-parallel-size", "1",
-                  "--enable-prefix-caching", "--host", "127.0.0.1"]
-CAPTURES = {  # capture file -> nvidia-smi arguments it was taken with
-    "smi_plain.txt": "", "smi_L.txt": "-L", "smi_version.txt": "--version", "smi_q.xml": "-q -x",
-    "smi_topo.txt": "topo -m",
-    "smi_query.txt": "--query-gpu=index,name,uuid,memory.total,memory.used,memory.free,driver_version,"
-                     "compute_cap,pci.bus_id,power.limit,clocks.max.sm --format=csv",
-    "smi_query_nounits.txt": "--query-gpu=index,name,memory.total,driver_version,compute_cap "
-                             "--format=csv,noheader,nounits",
-}
+ENV = {"PYTHONPATH": str(ROOT)}
 
 
-@pytest.fixture(scope="module")
-def gpu_host(host_network):
-    host = host_network.add_host("gpu1")
-    yield host
-    host_network.remove_host(host)
+def example_spec(model_dir: str, engine: str = "vllm"):
+    """The ServiceSpec infra/engines renders for the eu-ssh example stack (or its TensorRT-LLM variant)."""
+    d = load_stack(ROOT / "stacks" / "Pulumi.eu-ssh.yaml").deployment
+    if engine == "tensorrt-llm":
+        d = d.model_copy(update={"engine": TrtllmEngine(kind="tensorrt-llm", max_model_len=32768)})
+    return service_spec(d, model_dir)
 
 
-def test_captures_command_lines_match_the_table():
-    for name, args in CAPTURES.items():
-        first = (nvidia_smi.FIXTURES / name).read_text().splitlines()[0]
-        assert first in (f"$ nvidia-smi {args}".rstrip(), "<?xml version=\"1.0\" ?>")
-
-
-@pytest.mark.parametrize("capture", sorted(CAPTURES))
-def test_nvidia_smi_on_a_host_prints_the_capture_byte_for_byte(gpu_host, capture):
-    out = subprocess.run(["nsenter", "-t", str(gpu_host.init_pid), "-m", "-u", "-n", "-p", "--",
-                          "/usr/local/bin/nvidia-smi", *CAPTURES[capture].split()], capture_output=True)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout == nvidia_smi.capture(capture).encode()
-
-
-def test_nvidia_smi_over_ssh_uses_the_host_private_tool(gpu_host):
-    with ssh_connect(gpu_host) as client:
-        _, out, _ = client.exec_command("command -v nvidia-smi; nvidia-smi -L")
-        assert out.read().decode() == "/usr/local/bin/nvidia-smi\n" + nvidia_smi.capture("smi_L.txt")
-
-
-def test_h100_host_with_two_gpus(make_hosts):
-    (host,) = make_hosts(1, gpu="h100", gpu_count=2)
-    listing = host.exec("nvidia-smi -L").stdout.splitlines()
-    assert [line.split(" (UUID")[0] for line in listing] == ["GPU 0: NVIDIA H100 80GB HBM3",
-                                                             "GPU 1: NVIDIA H100 80GB HBM3"]
-    assert len({line.split("UUID: ")[1] for line in listing}) == 2
-    csv = host.exec("nvidia-smi --query-gpu=index,name,memory.total,compute_cap --format=csv").stdout
-    assert csv == ("index, name, memory.total [MiB], compute_cap\n0, NVIDIA H100 80GB HBM3, 81559 MiB, 9.0\n"
-                   "1, NVIDIA H100 80GB HBM3, 81559 MiB, 9.0\n")
-    assert host.exec("nvidia-smi -q -x").stdout.count("<product_name>NVIDIA H100 80GB HBM3<") == 2
-    assert host.exec("nvidia-smi").stdout.count("NVIDIA H100 80GB HBM3") == 2
-
-
-def test_nvidia_smi_refuses_an_unknown_field(gpu_host):
-    out = gpu_host.exec("nvidia-smi --query-gpu=name,bogus --format=csv")
-    assert out.returncode == 2 and out.stdout.startswith('Field "bogus" is not a valid field to query.')
+def relocated(argv: tuple[str, ...], host: str, port: int) -> list[str]:
+    """argv with its --host/--port values replaced (local tests share one network namespace)."""
+    out = list(argv)
+    for flag, value in (("--host", host), ("--port", str(port))):
+        out[out.index(flag) + 1] = value
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -87,8 +49,9 @@ def model_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def engine(model_dir, tmp_path_factory):
     log = tmp_path_factory.mktemp("engine") / "engine.log"
-    eng = start_engine(["serve", str(model_dir), *REAL_VLLM_ARGS, "--port", str(free_port())], log,
-                       env={"VLLM_API_KEY": KEY})
+    spec = example_spec(str(model_dir))
+    assert spec.command == ("vllm", "serve") and [e.name for e in spec.env] == ["VLLM_API_KEY"]
+    eng = start_engine(["serve", *relocated(spec.args, "127.0.0.1", free_port())], log, env={"VLLM_API_KEY": KEY})
     yield eng
     eng.stop()
 
@@ -177,10 +140,10 @@ def test_never_healthy_and_crash_knobs(model_dir, tmp_path):
     assert crash.returncode == 1 and "EngineCore failed to start: OOM" in crash.stdout
 
 
-def test_trtllm_serve_standin_takes_its_own_flags(model_dir, tmp_path):
-    args = [str(model_dir), "--backend", "pytorch", "--host", "127.0.0.1", "--port", str(free_port()),
-            "--max_batch_size", "8", "--tp_size", "1"]
-    eng = start_engine(args, tmp_path / "trt.log", program="trtllm-serve")
+def test_trtllm_serve_standin_takes_the_rendered_command_line(model_dir, tmp_path):
+    spec = example_spec(str(model_dir), engine="tensorrt-llm")
+    assert spec.command == ("trtllm-serve",)
+    eng = start_engine(relocated(spec.args, "127.0.0.1", free_port()), tmp_path / "trt.log", program="trtllm-serve")
     try:
         assert get(f"{eng.base_url}/v1/models")[0] == 200  # trtllm-serve has no API key of its own
     finally:
@@ -190,20 +153,38 @@ def test_trtllm_serve_standin_takes_its_own_flags(model_dir, tmp_path):
     assert bad.returncode == 2 and "--tensor-parallel-size" in bad.stderr
 
 
-def test_engine_on_a_test_host_serves_the_test_machine(gpu_host):
-    with ssh_connect(gpu_host) as client:
-        _, out, _ = client.exec_command(
-            "mkdir -p /root/m && echo '{}' > /root/m/config.json && "
-            f"VLLM_API_KEY={KEY} nohup vllm serve /root/m --served-model-name tiny --port 8000 "
-            "> /root/engine.log 2>&1 &")
-        assert out.channel.recv_exit_status() == 0
-    remote = RunningEngine(proc=None, base_url=f"http://{gpu_host.address}:8000",
-                           log_path=gpu_host.path("/root/engine.log"))
-    deadline = time.monotonic() + 30
-    while remote.health() != 200:
-        assert time.monotonic() < deadline, remote.log
-        time.sleep(0.05)
-    reply = openai.OpenAI(base_url=f"{remote.base_url}/v1", api_key=KEY).chat.completions.create(
-        model="tiny", messages=[{"role": "user", "content": "ping"}])
-    assert reply.choices[0].message.content == "stand-in reply to: ping"
-    assert "vllm" in gpu_host.exec("ps ax -o args").stdout
+def test_rendered_engine_on_a_test_host_serves_the_test_machine(host_network):
+    host = host_network.add_host("engine1")
+    try:
+        spec = example_spec("/root/models/llama")
+        with ssh_connect(host) as client:
+            _, out, _ = client.exec_command(
+                "mkdir -p /root/models/llama && echo '{}' > /root/models/llama/config.json && "
+                f"VLLM_API_KEY={KEY} nohup {' '.join(spec.argv)} > /root/engine.log 2>&1 &")
+            assert out.channel.recv_exit_status() == 0
+        remote = RunningEngine(proc=None, base_url=f"http://{host.address}:{spec.port}",
+                               log_path=host.path("/root/engine.log"))
+        deadline = time.monotonic() + 30
+        while remote.health() != 200:
+            assert time.monotonic() < deadline, remote.log
+            time.sleep(0.05)
+        client = openai.OpenAI(base_url=f"{remote.base_url}/v1", api_key=KEY)
+        reply = client.chat.completions.create(model=spec.served_model_name,
+                                               messages=[{"role": "user", "content": "ping"}])
+        assert reply.choices[0].message.content == "stand-in reply to: ping"
+        assert "vllm serve /root/models/llama" in host.exec("ps ax -o args").stdout
+    finally:
+        host_network.remove_host(host)
+
+
+def test_host_knobs_reach_engines_started_over_ssh(make_hosts):
+    (host,) = make_hosts(1, gpu_count=1)
+    spec = example_spec("/root/m")
+    host.exec("mkdir -p /root/m && echo '{}' > /root/m/config.json", check=True)
+    too_wide = host.exec(f"{' '.join(spec.argv)} --tensor-parallel-size 2")
+    assert too_wide.returncode == 1 and "exceeds the total number of available GPUs (1)" in too_wide.stdout
+    host.set_standin(crash="CUDA out of memory")
+    with ssh_connect(host) as client:
+        _, out, _ = client.exec_command(" ".join(spec.argv))
+        assert out.channel.recv_exit_status() == 1
+        assert "EngineCore failed to start: CUDA out of memory" in out.read().decode()
