@@ -17,6 +17,7 @@ if [ "${1:-}" = "--test" ]; then
   command -v curl >/dev/null 2>&1 || need+=(curl)
   # Test hosts (tests/hosts) run their stand-in tools with the system python3: their /root is private.
   [ -x /usr/bin/python3 ] || need+=(python3)
+  /usr/bin/python3 -c 'import yaml' >/dev/null 2>&1 || need+=(python3-yaml)
   command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
   if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then

@@ -153,6 +153,21 @@ def test_trtllm_serve_standin_takes_the_rendered_command_line(model_dir, tmp_pat
     assert bad.returncode == 2 and "--tensor-parallel-size" in bad.stderr
 
 
+def test_trtllm_config_yaml_is_checked_against_the_snapshot(model_dir, tmp_path):
+    d = load_stack(ROOT / "stacks" / "Pulumi.eu-ssh.yaml").deployment
+    engine = TrtllmEngine(kind="tensorrt-llm", max_model_len=32768, enable_block_reuse=True, max_batch_size=16)
+    spec = service_spec(d.model_copy(update={"engine": engine}), str(model_dir))
+    (config,) = spec.files
+    args = relocated(spec.args, "127.0.0.1", free_port())
+    args[args.index("--config") + 1] = str(tmp_path / config.name)
+    (tmp_path / config.name).write_text(config.content)
+    eng = start_engine(args, tmp_path / "trt.log", program="trtllm-serve")
+    eng.stop()
+    (tmp_path / config.name).write_text(config.content + "no_such_option: 1\n")
+    bad = subprocess.run(command("trtllm-serve", *args), capture_output=True, text=True, env=ENV)
+    assert bad.returncode == 1 and "no_such_option" in bad.stderr
+
+
 def test_rendered_engine_on_a_test_host_serves_the_test_machine(host_network):
     host = host_network.add_host("engine1")
     try:

@@ -40,6 +40,7 @@ class EngineArgs:
     max_model_len: int | None
     config_file: str | None = None  # TensorRT-LLM --config YAML
     world_size: int = 1  # GPUs the engine needs: tensor x pipeline parallel size
+    backend: str = "pytorch"  # TensorRT-LLM --backend
 
 
 def _options():
@@ -143,8 +144,13 @@ def parse(program: str, argv: list[str]) -> EngineArgs:
         api_keys=keys, load_format=getattr(ns, "load_format", None) or "auto",
         max_model_len=getattr(ns, "max_model_len", None) or getattr(ns, "max_seq_len", None),
         config_file=getattr(ns, "extra_llm_api_options", None),
-        world_size=(getattr(ns, "tensor_parallel_size", None) or 1) * (getattr(ns, "pipeline_parallel_size", None)
-                                                                        or 1))
+        world_size=_size(ns, "tensor_parallel_size") * _size(ns, "pipeline_parallel_size"),
+        backend=getattr(ns, "backend", None) or "pytorch")
+
+
+def _size(ns: argparse.Namespace, dest: str) -> int:
+    """A parallel size from the parsed flags (1 when absent)."""
+    return getattr(ns, dest, None) or 1
 
 
 def check_model(args: EngineArgs) -> None:
@@ -161,8 +167,22 @@ def check_model(args: EngineArgs) -> None:
                       "(no network: only local model folders load)", code=1)
     if not (path / "config.json").is_file():
         raise Refused(f"Invalid model folder '{args.model}': no config.json in it", code=1)
-    if args.config_file and not Path(args.config_file).is_file():
+    if args.config_file:
+        check_config(args)
+
+
+def check_config(args: EngineArgs) -> None:
+    """TensorRT-LLM's --config YAML: it must exist and hold only keys its LLM API models accept."""
+    path = Path(args.config_file)
+    if not path.is_file():
         raise Refused(f"--config file not found: {args.config_file}", code=1)
+    import yaml  # the hosts' system python3 has it (python3-yaml, scripts/setup.sh --test)
+
+    config = yaml.safe_load(path.read_text()) or {}
+    options = _options()
+    problems = options.check_yaml(args.version, config, args.backend) if options else []
+    if problems:
+        raise Refused(f"{len(problems)} validation errors for TorchLlmArgs: " + "; ".join(problems), code=1)
 
 
 def refuse(program: str, error: Refused) -> None:
