@@ -1,6 +1,9 @@
 """The suite's own SSH test hosts: reachable, pinned, isolated, and breakable on purpose."""
 from __future__ import annotations
 
+import hashlib
+import time
+
 import paramiko
 import pytest
 
@@ -161,3 +164,20 @@ def test_leftovers_of_a_dead_run_are_removed_on_start():
         assert not dead.dir.exists()
     finally:
         netns.release_slot(claimed)
+
+
+def test_kill_sshd_on_a_command_drops_the_connection_running_it(make_hosts):
+    (host,) = make_hosts(1)
+    host.kill_sshd_on("sha256sum")
+    client = ssh_connect(host)
+    assert run(client, "echo before") == (0, "before\n")
+    with pytest.raises((paramiko.SSHException, EOFError, OSError)):
+        run(client, "echo x | sha256sum; sleep 5")
+        run(client, "true")
+    deadline = time.monotonic() + 10
+    while host.sshd_listening() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not host.sshd_listening()
+    host.start_sshd()
+    digest = hashlib.sha256(b"x\n").hexdigest()
+    assert run(ssh_connect(host), "echo x | sha256sum") == (0, f"{digest}  -\n")  # the wrapper is gone

@@ -188,6 +188,7 @@ def test_rendered_engine_on_a_test_host_serves_the_test_machine(host_network):
                                                messages=[{"role": "user", "content": "ping"}])
         assert reply.choices[0].message.content == "stand-in reply to: ping"
         assert "vllm serve /root/models/llama" in host.exec("ps ax -o args").stdout
+        assert [start["argv"] for start in host.engine_starts()] == [list(spec.argv)]
     finally:
         host_network.remove_host(host)
 

@@ -21,6 +21,7 @@ KbdInteractiveAuthentication no
 PermitRootLogin prohibit-password
 PubkeyAuthentication yes
 Subsystem sftp internal-sftp
+AcceptEnv LANG LC_*
 UseDNS no
 PrintMotd no
 PrintLastLog no

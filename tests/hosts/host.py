@@ -58,9 +58,13 @@ class TestHost:
         self._veth = slot.veth(index)
         self._proc: subprocess.Popen | None = None
         self.init_pid = 0
-        self._prepare(client_key)
-        netns.add_host_net(slot, index, self.netns)
-        self._boot()
+        try:
+            self._prepare(client_key)
+            netns.add_host_net(slot, index, self.netns)
+            self._boot()
+        except BaseException:
+            self.close()
+            raise
 
     # -- construction -------------------------------------------------------------------------
     def _prepare(self, client_key: Path) -> None:
@@ -113,13 +117,28 @@ class TestHost:
     def set_standin(self, never_healthy: bool = False, startup_s: float = 0, crash: str = "",
                     version: str = "") -> None:
         """Fault knobs for the stand-in engines started on this host from now on (see standin/engine.py)."""
-        knobs = {"GPU": self.options.gpu, "GPU_COUNT": self.options.gpu_count,
+        knobs = {"GPU": self.options.gpu, "GPU_COUNT": self.options.gpu_count, "RECORD": "1",
                  "NEVER_HEALTHY": "1" if never_healthy else "", "STARTUP_S": startup_s or "", "CRASH": crash,
                  "VERSION": version}
         text = "".join(f"INFERRY_STANDIN_{k}={v}\n" for k, v in knobs.items() if v != "")
         # Once booted, write through the host's overlay (writing its upper folder directly is undefined).
         etc = self.path("/etc") if self.init_pid else self.root / "overlay" / "etc" / "upper"
         (etc / "inferry-standin.env").write_text(text)
+
+    def engine_starts(self) -> list[dict]:
+        """Every stand-in engine start on this host so far: {'time', 'pid', 'argv'} (count restarts with it)."""
+        log = self.path("/var/log/inferry-standin/starts.jsonl")
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+    def kill_sshd_on(self, program: str) -> None:
+        """One-shot fault: the first time PROGRAM (e.g. 'curl') runs on the host, SIGKILL every sshd of the host.
+
+        The connection running it drops mid-command; the wrapper removes itself; start_sshd() to recover.
+        """
+        real = shutil.which(program, path="/usr/sbin:/usr/bin:/sbin:/bin")
+        if real is None:
+            raise ValueError(f"{program} is not a system command (stand-ins in /usr/local/bin cannot be wrapped)")
+        self.install(program, f'rm -f "$0"; pkill -KILL -x sshd; exec {real} "$@"')
 
     def install(self, name: str, script: str) -> Path:
         """Install an executable shell script as /usr/local/bin/NAME on this host only."""

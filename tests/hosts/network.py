@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tests.hosts import netns
@@ -53,25 +54,41 @@ class HostNetwork:
         """The test client's private key text, authorised on every host."""
         return self.client_key_path.read_text()
 
-    def _free_index(self) -> int:
+    def _free_index(self, reserved: set[int]) -> int:
         """Next unused address, round-robin: a reused address would meet stale ARP entries."""
-        used = {h.index for h in self.hosts.values()}
+        used = {h.index for h in self.hosts.values()} | reserved
         for step in range(253):
             index = 2 + (self._next_index - 2 + step) % 253
             if index not in used:
                 self._next_index = index + 1
+                reserved.add(index)
                 return index
         raise RuntimeError(f"no address left in {self.subnet}")
 
     def add_host(self, name: str, gpu: str = "h200", gpu_count: int = 1,
                  weights_cache_size: str | int | None = None, **kw) -> TestHost:
         """Boot a host named name (GPU kind 'h200'|'h100', count, optional tmpfs size for the weights cache)."""
-        if name in self.hosts:
-            raise ValueError(f"host {name!r} already exists on {self.subnet}")
-        options = HostOptions(gpu=gpu, gpu_count=gpu_count, weights_cache_size=weights_cache_size, **kw)
-        host = TestHost(self.slot, name, self._free_index(), self.client_key_path, options, self.standin)
-        self.hosts[name] = host
-        return host
+        return self.add_hosts([name], gpu=gpu, gpu_count=gpu_count, weights_cache_size=weights_cache_size, **kw)[0]
+
+    def add_hosts(self, names: list[str], **kw) -> list[TestHost]:
+        """Boot several hosts at once (in parallel: each boot mostly waits on processes)."""
+        clash = [n for n in names if n in self.hosts]
+        if clash or len(set(names)) != len(names):
+            raise ValueError(f"host names already used or repeated: {clash or names}")
+        options = HostOptions(**kw)
+        reserved: set[int] = set()
+        indexes = [self._free_index(reserved) for _ in names]
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            futures = [pool.submit(TestHost, self.slot, name, index, self.client_key_path, options, self.standin)
+                       for name, index in zip(names, indexes)]
+        hosts = [f.result() for f in futures if f.exception() is None]
+        failed = [f.exception() for f in futures if f.exception() is not None]
+        if failed:
+            for host in hosts:
+                host.close()
+            raise failed[0]
+        self.hosts.update((h.name, h) for h in hosts)
+        return hosts
 
     def remove_host(self, host: TestHost) -> None:
         """Tear one host down (processes, namespace, veth, folder)."""

@@ -26,6 +26,7 @@ from tests.standin.server import State, make_server  # noqa: E402
 
 
 KNOBS_FILE = Path("/etc/inferry-standin.env")
+STARTS_LOG = Path("/var/log/inferry-standin/starts.jsonl")  # one line per start: tests count restarts
 
 
 def load_knobs(path: Path = KNOBS_FILE) -> None:
@@ -36,6 +37,18 @@ def load_knobs(path: Path = KNOBS_FILE) -> None:
         key, sep, value = line.partition("=")
         if sep and key.strip().startswith("INFERRY_STANDIN_"):
             os.environ.setdefault(key.strip(), value.strip())
+
+
+def record_start(program: str, argv: list[str]) -> None:
+    """Append this start to STARTS_LOG when INFERRY_STANDIN_RECORD=1 (set on test hosts by their knob file)."""
+    if os.environ.get("INFERRY_STANDIN_RECORD") != "1":
+        return
+    try:
+        STARTS_LOG.parent.mkdir(parents=True, exist_ok=True)
+        with STARTS_LOG.open("a") as f:
+            f.write(json.dumps({"time": time.time(), "pid": os.getpid(), "argv": [program, *argv]}) + "\n")
+    except OSError:
+        pass
 
 
 def log(message: str, level: str = "INFO", source: str = "api_server.py", prefix: str | None = None) -> None:
@@ -56,6 +69,7 @@ def serve(program: str, argv: list[str]) -> None:
         log(f"ValueError: The number of required GPUs ({args.world_size}) exceeds the total number of available "
             f"GPUs ({gpus}) in the placement group.", level="ERROR", source="core.py")
         sys.exit(1)
+    record_start(program, argv)
     name = "vLLM" if args.engine == "vllm" else "TensorRT-LLM"
     log(f"{name} API server version {args.version}")
     log(f"args: {json.dumps(argv[1:] if argv[:1] == ['serve'] else argv)}")
