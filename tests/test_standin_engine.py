@@ -87,7 +87,7 @@ def test_standin_refuses_a_bad_value_and_a_missing_model(tmp_path, model_dir):
 
 
 def test_api_key_guards_v1_only_like_vllm(engine):
-    assert get(f"{engine.base_url}/v1/models") == (401, b'{"error": "Unauthorized"}')
+    assert get(f"{engine.base_url}/v1/models") == (401, b'{"error":"Unauthorized"}')
     assert get(f"{engine.base_url}/v1/models", key="wrong")[0] == 401
     assert get(f"{engine.base_url}/health") == (200, b"")
     assert get(f"{engine.base_url}/metrics")[0] == 200

@@ -25,6 +25,11 @@ class State:
         self.metrics = Metrics(args.served_model_names[0])
 
 
+def compact(obj) -> str:
+    """JSON as vLLM's responses have it (starlette / pydantic: no spaces)."""
+    return json.dumps(obj, separators=(",", ":"))
+
+
 def reply_text(messages: list[dict], max_tokens: int | None) -> tuple[list[str], str]:
     """A deterministic answer as word tokens, and the finish reason."""
     last = next((m.get("content") for m in reversed(messages) if m.get("role") == "user"), "") or ""
@@ -64,7 +69,7 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def _json(self, status: int, obj) -> None:
-        self._send(status, json.dumps(obj).encode())
+        self._send(status, compact(obj).encode())
 
     def _error(self, status: int, message: str, kind: str, param: str | None = None) -> None:
         self._json(status, {"error": {"message": message, "type": kind, "param": param, "code": status}})
@@ -157,7 +162,7 @@ class Handler(BaseHTTPRequestHandler):
                      if choices else []}
             if use is not None:
                 chunk["usage"] = use
-            self._chunk(f"data: {json.dumps(chunk)}\n\n")
+            self._chunk(f"data: {compact(chunk)}\n\n")
 
         event({"role": "assistant", "content": ""})
         ttft = time.monotonic() - start
