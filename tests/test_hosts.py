@@ -56,6 +56,7 @@ def test_a_file_written_on_one_host_is_absent_on_the_other(pair):
             assert a.path(path).read_text() == f"{a.name}\n"
         assert b.exec(f"test -e {path}").returncode == 1
     assert not (pair[0].root.parent / "marker").exists()
+    assert a.exec(f"test -e {b.root}").returncode == 1  # the other host's sshd files and overlays too
 
 
 def test_tools_on_the_host_are_its_own_and_the_basics_work(pair):

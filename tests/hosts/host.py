@@ -22,6 +22,8 @@ STD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 OVERLAID = ("/etc", "/var", "/opt", "/srv", "/home", "/usr/local")
 # Fresh, empty private folders: their own home (not this machine's slow ~/.bashrc), tools, /tmp.
 PRIVATE = {"home": "/root", "bin": "/usr/local/bin", "tmp": "/tmp"}
+
+
 @dataclass(frozen=True)
 class HostOptions:
     """What a test host looks like: its GPUs and its weights cache."""
@@ -42,7 +44,7 @@ def _wait(predicate, what: str, timeout: float = 10.0) -> None:
 
 
 class TestHost:
-    """A real OpenSSH host on the test network; see tests/hosts/README in the module docstring of fixtures."""
+    """A real OpenSSH host on the test network (tests/hosts/README.md); made by HostNetwork.add_host(s)."""
 
     __test__ = False  # not a pytest test class
     port = 22
@@ -82,7 +84,8 @@ class TestHost:
         spec = {
             "overlays": [self._overlay(p) for p in OVERLAID],
             "binds": [[str(self.root / sub), target] for sub, target in PRIVATE.items()],
-            "keep_in_run": [str(self.root.parent)],
+            # sshd's files and the stand-ins stay visible under the host's own /run; other hosts' do not.
+            "keep_in_run": [str(self.root), str(self._standin.parents[1])],
             "weights_path": self.options.weights_path,
             "weights_size": self.options.weights_cache_size,
             "hostname": self.name,
