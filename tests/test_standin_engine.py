@@ -135,6 +135,15 @@ def test_never_healthy_and_crash_knobs(model_dir, tmp_path):
         assert "ERROR" in sick.log and get(f"{sick.base_url}/v1/models")[0] == 200
     finally:
         sick.stop()
+    slow = start_engine(args, tmp_path / "slow.log", env={"INFERRY_STANDIN_STARTUP_S": "600"}, wait_status=None)
+    try:
+        while "Loading weights" not in slow.log:
+            time.sleep(0.01)
+        assert slow.health(timeout=0.3) == 0  # bound but not serving yet, as vLLM while it loads
+        assert "startup complete" not in slow.log
+    finally:
+        slow.proc.kill()
+        slow.proc.wait()
     crash = subprocess.run(command("vllm", *args), capture_output=True, text=True,
                            env={**ENV, "INFERRY_STANDIN_CRASH": "OOM"})
     assert crash.returncode == 1 and "EngineCore failed to start: OOM" in crash.stdout

@@ -40,10 +40,10 @@ class RunningEngine:
         """Everything it printed so far."""
         return self.log_path.read_text()
 
-    def health(self) -> int:
-        """HTTP status of /health (0 when nothing answers)."""
+    def health(self, timeout: float = 5) -> int:
+        """HTTP status of /health (0 when nothing answers in time)."""
         try:
-            with urllib.request.urlopen(f"{self.base_url}/health", timeout=5) as r:
+            with urllib.request.urlopen(f"{self.base_url}/health", timeout=timeout) as r:
                 return r.status
         except urllib.error.HTTPError as e:
             return e.code
