@@ -11,7 +11,6 @@ from infra.errors import InferryError
 
 # Characters that need no quoting in an env file read by docker compose, systemd and POSIX sh alike.
 _ENV_SAFE = re.compile(r"^[A-Za-z0-9_./:@%+=,-]*$")
-_PATH_UNSAFE = re.compile(r"[\s\x00-\x1f\x7f\"'\\$;`]")
 
 
 def shell(value: Any) -> str:
@@ -24,11 +23,13 @@ def shell_join(values: Iterable[Any]) -> str:
     return " ".join(shell(v) for v in values)
 
 
-def _systemd_word(value: str) -> str:
+def _systemd_word(value: str, executable: bool = False) -> str:
     # systemd.service "Command lines": double quotes group a word, C escapes inside them; '$' starts an
-    # environment expansion ('$$' is a literal $) and '%' a specifier ('%%' is a literal %).
+    # environment expansion in arguments ('$$' is a literal $) and '%' a specifier ('%%' is a literal %).
+    # The executable is not expanded, and systemd refuses one with quotes, '\\' or '$' ("special characters").
+    text = value.replace("%", "%%") if executable else value.replace("%", "%%").replace("$", "$$")
     out = []
-    for ch in value.replace("%", "%%").replace("$", "$$"):
+    for ch in text:
         if ch in ('"', "\\"):
             out.append("\\" + ch)
         elif ch == "\n":
@@ -45,18 +46,10 @@ def _systemd_word(value: str) -> str:
 def systemd_command(values: Iterable[Any]) -> str:
     """An ExecStart= command line: each word double-quoted and escaped for systemd."""
     words = [str(v) for v in values]
-    if not words or not words[0].startswith("/"):
-        raise ValueError("systemd needs an absolute executable path first")
-    return " ".join(_systemd_word(w) for w in words)
-
-
-def systemd_path(value: Any) -> str:
-    """A path for a systemd setting that takes no quotes (EnvironmentFile=, WorkingDirectory=)."""
-    text = str(value)
-    if not text.startswith("/") or _PATH_UNSAFE.search(text):
-        raise InferryError(f"path {text!r} cannot be written into a systemd unit",
-                           "use an absolute path without spaces, quotes, '$', ';' or control characters")
-    return text.replace("%", "%%")
+    if not words or not words[0].startswith("/") or re.search(r"[$'\"\\\x00-\x1f\x7f]", words[0]):
+        raise InferryError(f"{words[0] if words else 'nothing'!r} cannot be the program of a systemd unit",
+                           "use an absolute path without quotes, '\\', '$' or control characters (target.service_dir)")
+    return " ".join([_systemd_word(words[0], executable=True)] + [_systemd_word(w) for w in words[1:]])
 
 
 def systemd_text(value: Any) -> str:

@@ -18,10 +18,11 @@ import jinja2
 from infra import quoting
 from infra.config import Deployment, SshTarget
 from infra.engines.spec import MODELS_DIR, ServiceSpec
-from infra.errors import SecretError
+from infra.errors import InferryError, SecretError
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
-COMPOSE, UNIT, ENV, LAUNCHER, PROXY = "compose.yaml", "inferry-engine.service", "inferry.env", "run-engine.sh", "auth-proxy.conf"
+COMPOSE, UNIT, ENV, LAUNCHER = "compose.yaml", "inferry-engine.service", "inferry.env", "run-engine.sh"
+PROXY, BUILD = "auth-proxy.conf", "build-engine.sh"
 PROJECT = "inferry"  # docker compose project name
 PROXY_IMAGE = "nginx:1.27-alpine"
 ENGINES_HOST_DIR = "/var/lib/inferry/engines"  # built TensorRT engines on an SSH host
@@ -42,8 +43,7 @@ def _env() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
                              autoescape=False, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(yaml=_yaml, shell=quoting.shell, shell_join=quoting.shell_join,
-                       systemd_command=quoting.systemd_command, systemd_text=quoting.systemd_text,
-                       systemd_path=quoting.systemd_path)
+                       systemd_command=quoting.systemd_command, systemd_text=quoting.systemd_text)
     return env
 
 
@@ -76,6 +76,9 @@ def ssh_spec(stack_or_deployment: Any, runtime: str | None = None) -> ServiceSpe
 
 
 def _volumes(t: SshTarget, spec: ServiceSpec) -> list[str]:
+    for field, path in (("target.weights_cache", t.weights_cache), ("target.service_dir", t.service_dir)):
+        if ":" in path or "\n" in path:  # compose's short volume syntax splits on ':'
+            raise InferryError(f"{field} {path!r} cannot be mounted by docker compose", "use a path without ':'")
     vols = [f"{t.weights_cache}:{MODELS_DIR}:ro"]
     vols += [f"{posixpath.join(t.service_dir, f.name)}:{f.mount_path}:ro" for f in spec.files]
     if spec.build is not None:
@@ -106,6 +109,9 @@ def render_ssh_files(stack_or_deployment: Any, spec: ServiceSpec | None = None,
         files.append(RenderedFile(LAUNCHER, render_template("run-engine.sh.j2", spec=spec, env_file=env_file), 0o755))
         unit = render_template("engine.service.j2", runtime=runtime, model=d.model.name, launcher=launcher)
     files.append(RenderedFile(UNIT, unit))
+    if spec.build is not None:
+        files.append(RenderedFile(BUILD, "#!/bin/sh\n# Rendered by inferry: builds the TensorRT engine "
+                                         f"{spec.build.cache_key} inside {spec.build.image}.\n" + spec.build.script, 0o755))
     return sorted(files, key=lambda f: f.name)
 
 

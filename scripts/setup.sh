@@ -19,6 +19,7 @@ if [ "${1:-}" = "--test" ]; then
   [ -x /usr/bin/python3 ] || need+=(python3)
   /usr/bin/python3 -c 'import yaml' >/dev/null 2>&1 || need+=(python3-yaml)
   command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
+  command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)  # verifies rendered unit files
   if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then
       echo "the test suite needs: ${need[*]} (run as root, or install them first)" >&2

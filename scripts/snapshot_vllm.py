@@ -6,6 +6,7 @@ flags, kind, value type (found by probing vLLM's own type function), choices, na
 Rerunnable: the venv and the wheel are reused when present.
 
     python scripts/snapshot_vllm.py [--version 0.33.0] [--workdir /tmp/vllm-snapshot]
+    python scripts/snapshot_vllm.py --check   # every bundled stack's rendered argv through the REAL parser
 """
 from __future__ import annotations
 
@@ -166,18 +167,57 @@ def dump(version: str) -> dict:
             "options": sorted(options, key=lambda o: (o["flags"][:1] or [""], o["dest"]))}
 
 
+def verify(argvs: list[list[str]]) -> list[str]:
+    """Run inside the vLLM venv: the argvs the real `vllm serve` parser refuses, with its message."""
+    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+    from vllm.entrypoints.common.cli_args import make_arg_parser
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    real = make_arg_parser(FlexibleArgumentParser(prog="vllm").add_subparsers().add_parser("serve"))
+    refused = []
+    for argv in argvs:
+        try:
+            real.parse_args(argv)
+        except SystemExit:
+            refused.append(" ".join(argv))
+    return refused
+
+
+def rendered_argvs() -> list[list[str]]:
+    """Every bundled stack's rendered `vllm serve` arguments (runs with the project importable)."""
+    sys.path.insert(0, str(ROOT))
+    from infra.engines import service_spec
+    from infra.stackfile import load_stack
+
+    specs = [service_spec(load_stack(str(p)).deployment) for p in sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))]
+    return [list(s.args) for s in specs if s.engine == "vllm"]
+
+
 def main() -> None:
-    """Build the venv (once), dump the parser there, write the snapshot."""
+    """Build the venv (once), dump the parser there, write the snapshot (or --check rendered argvs)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--version", default="0.33.0")
     ap.add_argument("--workdir", default="/tmp/vllm-snapshot", type=Path)
+    ap.add_argument("--check", action="store_true", help="check bundled stacks' argv with the real parser")
     ap.add_argument("--dump", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--verify", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.dump:
         json.dump(dump(args.version), sys.stdout, indent=1, sort_keys=True)
         return
+    if args.verify:
+        json.dump(verify(json.load(sys.stdin)), sys.stdout)
+        return
     py = build_venv(args.version, args.workdir)
     env = dict(os.environ, VLLM_TARGET_DEVICE="cpu", PYTHONPATH="")
+    if args.check:
+        argvs = rendered_argvs()
+        refused = json.loads(subprocess.run([str(py), __file__, "--verify"], input=json.dumps(argvs), check=True,
+                                            capture_output=True, text=True, env=env).stdout)
+        print(f"real vllm {args.version} parser: {len(argvs) - len(refused)}/{len(argvs)} rendered argv accepted")
+        for line in refused:
+            print("  refused:", line)
+        sys.exit(1 if refused else 0)
     out = subprocess.run([str(py), __file__, "--dump", "--version", args.version], check=True,
                          capture_output=True, text=True, env=env).stdout
     target = ROOT / "infra" / "engines" / "snapshots" / f"vllm-{args.version}.json"

@@ -85,3 +85,11 @@ def test_snapshot_trtllm_reads_a_source_checkout(tmp_path):
     assert ngram["backends"] == ["pytorch"]
     assert ngram["keys"] == ["decoding_type", "max_draft_len", "max_matching_ngram_size", "speculative_model",
                              "speculative_model_dir"]
+
+
+def test_options_import_with_the_standard_library_only():
+    # The test hosts' stand-in engine imports this module on hosts without the project's dependencies.
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from infra.engines.options import check_args; "
+            "assert check_args('vllm', '0.33.0', ['m', '--max-model-len', '32k']) == []; "
+            "assert not [m for m in sys.modules if m.split('.')[0] in ('pydantic', 'yaml', 'jinja2')]")
+    subprocess.run([sys.executable, "-S", "-c", code, str(ROOT)], check=True)

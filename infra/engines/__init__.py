@@ -1,8 +1,11 @@
 """Engines: the stack's engine section -> a ServiceSpec, chosen by engine kind in one place."""
 from __future__ import annotations
 
-from infra.config import Deployment
-from infra.engines.spec import ServiceSpec
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # kept out of import time: infra.engines.options must import with the standard library only
+    from infra.config import Deployment
+    from infra.engines.spec import ServiceSpec
 
 
 def service_spec(d: Deployment, model_dir: str | None = None, **kw) -> ServiceSpec:

@@ -26,7 +26,7 @@ COMMAND = ("trtllm-serve",)
 CONFIG_DIR = "/etc/inferry"  # container path of the service's config folder
 CONFIG_NAME = "trtllm-config.yaml"
 ENGINES_DIR = "/engines"
-# In the NGC release image the examples live under /app/tensorrt_llm/examples.
+# NGC release images ship the examples under /app/tensorrt_llm/examples (not verified for 1.2.1 here).
 QUANTIZE = "/app/tensorrt_llm/examples/quantization/quantize.py"
 
 
