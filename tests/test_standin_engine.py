@@ -86,6 +86,15 @@ def test_standin_refuses_a_bad_value_and_a_missing_model(tmp_path, model_dir):
     assert empty.returncode == 1 and "config.json" in empty.stderr
 
 
+def test_s3_models_need_the_streaming_loader(tmp_path):
+    args = ["serve", "s3://weights/llama", "--host", "127.0.0.1", "--port", str(free_port())]
+    streamed = start_engine([*args, "--load-format", "runai_streamer"], tmp_path / "s3.log")
+    streamed.stop()
+    local = subprocess.run(command("vllm", *args, "--load-format", "safetensors"), capture_output=True, text=True,
+                           env=ENV)
+    assert local.returncode == 1 and "runai_streamer" in local.stderr
+
+
 def test_api_key_guards_v1_only_like_vllm(engine):
     assert get(f"{engine.base_url}/v1/models") == (401, b'{"error":"Unauthorized"}')
     assert get(f"{engine.base_url}/v1/models", key="wrong")[0] == 401
