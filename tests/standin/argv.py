@@ -15,6 +15,8 @@ from pathlib import Path
 ENGINES = {"vllm": "vllm", "trtllm-serve": "tensorrt-llm"}
 OPTIONS_PY = Path(__file__).resolve().parents[2] / "infra" / "engines" / "options.py"
 DEFAULT_VERSIONS = {"vllm": "0.33.0", "tensorrt-llm": "1.2.1"}
+# Without --host vLLM binds every interface; trtllm-serve's click default is "localhost".
+DEFAULT_HOSTS = {"vllm": "0.0.0.0", "tensorrt-llm": "127.0.0.1"}
 
 
 class Refused(Exception):
@@ -138,7 +140,7 @@ def parse(program: str, argv: list[str]) -> EngineArgs:
     env_key = os.environ.get("VLLM_API_KEY") if engine == "vllm" else None
     keys = tuple(getattr(ns, "api_key", None) or ([env_key] if env_key else []))
     return EngineArgs(
-        engine=engine, version=version, model=model, host=getattr(ns, "host", None) or "0.0.0.0",
+        engine=engine, version=version, model=model, host=getattr(ns, "host", None) or DEFAULT_HOSTS[engine],
         port=getattr(ns, "port", None) or 8000,
         served_model_names=tuple(getattr(ns, "served_model_name", None) or [model]),
         api_keys=keys, load_format=getattr(ns, "load_format", None) or "auto",
