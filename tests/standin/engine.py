@@ -57,8 +57,8 @@ def log(message: str, level: str = "INFO", source: str = "api_server.py", prefix
     print(f"{head}{message}", flush=True)
 
 
-def serve(program: str, argv: list[str]) -> None:
-    """Check the command line, bind, 'load' the model, serve until SIGTERM."""
+def accepted(program: str, argv: list[str]):
+    """The parsed command line, or exit as the engine would (bad flags, unloadable model, too few GPUs)."""
     try:
         args = parse(program, argv)
         check_model(args)
@@ -69,6 +69,26 @@ def serve(program: str, argv: list[str]) -> None:
         log(f"ValueError: The number of required GPUs ({args.world_size}) exceeds the total number of available "
             f"GPUs ({gpus}) in the placement group.", level="ERROR", source="core.py")
         sys.exit(1)
+    return args
+
+
+def load_model(state: State) -> None:
+    """'Load' the model: the start-up delay and the crash / never-healthy faults."""
+    log(f"Loading weights from {state.args.model}", source="default_loader.py")
+    time.sleep(float(os.environ.get("INFERRY_STANDIN_STARTUP_S") or 0))
+    if os.environ.get("INFERRY_STANDIN_CRASH"):
+        log(f"EngineCore failed to start: {os.environ['INFERRY_STANDIN_CRASH']}", level="ERROR", source="core.py")
+        sys.exit(1)
+    if os.environ.get("INFERRY_STANDIN_NEVER_HEALTHY"):
+        log("EngineCore encountered a fatal error: engine never became ready (INFERRY_STANDIN_NEVER_HEALTHY)",
+            level="ERROR", source="core.py")
+    else:
+        state.healthy = True
+
+
+def serve(program: str, argv: list[str]) -> None:
+    """Check the command line, bind, 'load' the model, serve until SIGTERM."""
+    args = accepted(program, argv)
     record_start(program, argv)
     name = "vLLM" if args.engine == "vllm" else "TensorRT-LLM"
     log(f"{name} API server version {args.version}")
@@ -81,16 +101,7 @@ def serve(program: str, argv: list[str]) -> None:
             f"{e.strerror}", level="ERROR")
         sys.exit(1)
     signal.signal(signal.SIGTERM, lambda *_: (log("Shutting down"), os._exit(0)))
-    log(f"Loading weights from {args.model}", source="default_loader.py")
-    time.sleep(float(os.environ.get("INFERRY_STANDIN_STARTUP_S") or 0))
-    if os.environ.get("INFERRY_STANDIN_CRASH"):
-        log(f"EngineCore failed to start: {os.environ['INFERRY_STANDIN_CRASH']}", level="ERROR", source="core.py")
-        sys.exit(1)
-    if os.environ.get("INFERRY_STANDIN_NEVER_HEALTHY"):
-        log("EngineCore encountered a fatal error: engine never became ready (INFERRY_STANDIN_NEVER_HEALTHY)",
-            level="ERROR", source="core.py")
-    else:
-        state.healthy = True
+    load_model(state)
     log(f"Starting {name} API server 0 on http://{args.host}:{args.port}")
     log("Application startup complete.", prefix="INFO:     ")
     server.serve_forever()
