@@ -166,5 +166,7 @@ def service_json(spec: ServiceSpec) -> dict[str, Any]:
 
 
 def render_kubernetes(stack: Any) -> dict[str, str]:
-    """Hook for the Kubernetes target: file name -> manifest YAML for `inferry render`. Empty until it lands."""
-    return {}
+    """Hook for the Kubernetes target: file name -> manifest YAML for `inferry render` ({} for other targets)."""
+    from infra.targets.kubernetes.manifests import render_kubernetes as render_manifests
+
+    return render_manifests(stack)

@@ -1,10 +1,17 @@
 """The suite's own SSH test hosts: reachable, pinned, isolated, and breakable on purpose."""
 from __future__ import annotations
 
+import hashlib
+import time
+
 import paramiko
 import pytest
 
 from tests.hosts.fixtures import host_key, ssh_connect
+
+PRIVATE_PATHS = ("/root/marker", "/tmp/marker", "/etc/inferry-marker", "/var/lib/inferry/marker",
+                 "/run/inferry/marker", "/var/run/marker2", "/opt/inferry/marker", "/usr/local/bin/marker",
+                 "/dev/shm/marker", "/home/marker")
 
 
 @pytest.fixture(scope="module")
@@ -41,20 +48,22 @@ def test_hosts_are_on_the_network_private_subnet(host_network, pair):
 def test_a_file_written_on_one_host_is_absent_on_the_other(pair):
     a, b = pair
     with ssh_connect(a) as client:
-        for path in ("/root/marker", "/tmp/marker", "/etc/inferry-marker", "/var/lib/inferry/marker"):
+        for path in PRIVATE_PATHS:
             assert run(client, f"mkdir -p $(dirname {path}) && echo {a.name} > {path}")[0] == 0
-    for path in ("/root/marker", "/tmp/marker", "/etc/inferry-marker", "/var/lib/inferry/marker"):
+    for path in PRIVATE_PATHS:
         assert a.exec(f"cat {path}").stdout == f"{a.name}\n"
-        assert a.path(path).read_text() == f"{a.name}\n"
+        if not path.startswith("/var/run/"):  # path() cannot follow the host's absolute symlinks
+            assert a.path(path).read_text() == f"{a.name}\n"
         assert b.exec(f"test -e {path}").returncode == 1
     assert not (pair[0].root.parent / "marker").exists()
+    assert a.exec(f"test -e {b.root}").returncode == 1  # the other host's sshd files and overlays too
 
 
 def test_tools_on_the_host_are_its_own_and_the_basics_work(pair):
-    out = pair[0].exec("ls /usr/local/bin; command -v docker || echo no-docker; "
+    out = pair[1].exec("ls /usr/local/bin; command -v docker || echo no-docker; ls -A /root | wc -l; "
                        "echo hi | sha256sum; python3 -c 'print(6*7)'; curl --version | head -c 4")
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["nvidia-smi", "trtllm-serve", "vllm", "no-docker",
+    assert out.stdout.split() == ["nvidia-smi", "trtllm-serve", "vllm", "no-docker", "0",
                                   "98ea6e4f216f2fb4b69fff9b3a44842c38686ca685f3f55dc48c5d3fb1107be4", "-", "42",
                                   "curl"]
 
@@ -133,3 +142,43 @@ def test_closed_host_leaves_no_namespace(host_network):
     host_network.remove_host(host)
     assert ns not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not root.exists()
+
+
+def test_leftovers_of_a_dead_run_are_removed_on_start():
+    import subprocess
+
+    from tests.hosts import netns
+
+    n = next(i for i in range(254, 1, -1) if not netns._slot_in_use(i) and not netns.Slot(i).dir.exists())
+    dead = netns.Slot(n)
+    dead.dir.mkdir(parents=True)
+    (dead.dir / "owner").write_text("1 0\n")  # pid 1 with another start time: a run that is gone
+    netns.make_bridge(dead)
+    netns.add_host_net(dead, 2, dead.netns("ghost"))
+    claimed = netns.claim_slot()
+    try:
+        assert claimed.n != n
+        assert dead.netns("ghost") not in subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                                         text=True).stdout
+        assert netns.ip("link", "show", dead.bridge, check=False).returncode != 0
+        assert netns.ip("link", "show", dead.veth(2), check=False).returncode != 0
+        assert not dead.dir.exists()
+    finally:
+        netns.release_slot(claimed)
+
+
+def test_kill_sshd_on_a_command_drops_the_connection_running_it(make_hosts):
+    (host,) = make_hosts(1)
+    host.kill_sshd_on("sha256sum")
+    client = ssh_connect(host)
+    assert run(client, "echo before") == (0, "before\n")
+    with pytest.raises((paramiko.SSHException, EOFError, OSError)):
+        run(client, "echo x | sha256sum; sleep 5")
+        run(client, "true")
+    deadline = time.monotonic() + 10
+    while host.sshd_listening() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not host.sshd_listening()
+    host.start_sshd()
+    digest = hashlib.sha256(b"x\n").hexdigest()
+    assert run(ssh_connect(host), "echo x | sha256sum") == (0, f"{digest}  -\n")  # the wrapper is gone

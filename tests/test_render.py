@@ -60,8 +60,9 @@ def test_cli_render_writes_files_with_modes(cli, tmp_path):
     assert cli("render", str(STACKS[1])).exit_code == 1
 
 
-def test_kubernetes_hook_is_empty_until_the_kubernetes_target_fills_it():
-    assert render_kubernetes(load_stack(str(STACKS[0]))) == {}
+def test_kubernetes_hook_renders_manifests_for_kubernetes_stacks_only():
+    assert any("-deployment-" in name for name in render_kubernetes(load_stack(str(STACKS[0]))))
+    assert render_kubernetes(load_stack(str(STACKS[1]))) == {}
 
 
 VARIANTS = [

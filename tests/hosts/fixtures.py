@@ -35,7 +35,7 @@ def make_hosts(host_network: HostNetwork) -> Iterator[Callable[..., list[TestHos
     made: list[TestHost] = []
 
     def make(n: int = 1, prefix: str = "h", **kw) -> list[TestHost]:
-        hosts = [host_network.add_host(f"{prefix}{next(_names)}", **kw) for _ in range(n)]
+        hosts = host_network.add_hosts([f"{prefix}{next(_names)}" for _ in range(n)], **kw)
         made.extend(hosts)
         return hosts
 

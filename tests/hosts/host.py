@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.hosts import netns
+from tests.hosts.files import SSHD_CONFIG, host_python, keygen
 
-REPO = Path(__file__).resolve().parents[2]
 HOSTINIT = Path(__file__).with_name("hostinit.py")
-STANDIN = REPO / "tests" / "standin"
 SSHD = "/usr/sbin/sshd"
 DEFAULT_WEIGHTS_PATH = "/var/lib/inferry/weights"
 STD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -23,26 +22,6 @@ STD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 OVERLAID = ("/etc", "/var", "/opt", "/srv", "/home", "/usr/local")
 # Fresh, empty private folders: their own home (not this machine's slow ~/.bashrc), tools, /tmp.
 PRIVATE = {"home": "/root", "bin": "/usr/local/bin", "tmp": "/tmp"}
-SSHD_CONFIG = """\
-Port 22
-ListenAddress 0.0.0.0
-HostKey {d}/ssh_host_ed25519_key
-PidFile {d}/sshd.pid
-AuthorizedKeysFile {d}/authorized_keys
-StrictModes no
-UsePAM no
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PermitRootLogin prohibit-password
-PubkeyAuthentication yes
-Subsystem sftp internal-sftp
-UseDNS no
-PrintMotd no
-PrintLastLog no
-MaxStartups 100:30:200
-MaxSessions 100
-LogLevel VERBOSE
-"""
 
 
 @dataclass(frozen=True)
@@ -64,23 +43,16 @@ def _wait(predicate, what: str, timeout: float = 10.0) -> None:
         time.sleep(0.01)
 
 
-def keygen(path: Path) -> str:
-    """Make an ed25519 keypair at path; return the public line 'ssh-ed25519 AAAA...'."""
-    for p in (path, path.with_suffix(".pub")):
-        p.unlink(missing_ok=True)
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", str(path)], check=True)
-    return " ".join(Path(f"{path}.pub").read_text().split()[:2])
-
-
 class TestHost:
-    """A real OpenSSH host on the test network; see tests/hosts/README in the module docstring of fixtures."""
+    """A real OpenSSH host on the test network (tests/hosts/README.md); made by HostNetwork.add_host(s)."""
 
     __test__ = False  # not a pytest test class
     port = 22
     user = "root"
 
-    def __init__(self, slot: netns.Slot, name: str, index: int, client_key: Path, options: HostOptions):
-        self.name, self.index, self.options = name, index, options
+    def __init__(self, slot: netns.Slot, name: str, index: int, client_key: Path, options: HostOptions,
+                 standin: Path):
+        self.name, self.index, self.options, self._standin = name, index, options, standin
         self.address = slot.address(index)
         self.netns = slot.netns(name)
         self.root = slot.dir / name
@@ -88,9 +60,13 @@ class TestHost:
         self._veth = slot.veth(index)
         self._proc: subprocess.Popen | None = None
         self.init_pid = 0
-        self._prepare(client_key)
-        netns.add_host_net(slot, index, self.netns)
-        self._boot()
+        try:
+            self._prepare(client_key)
+            netns.add_host_net(slot, index, self.netns)
+            self._boot()
+        except BaseException:
+            self.close()
+            raise
 
     # -- construction -------------------------------------------------------------------------
     def _prepare(self, client_key: Path) -> None:
@@ -105,10 +81,11 @@ class TestHost:
         os.chmod(self.root / "tmp", 0o1777)
         os.chmod(self.root / "home", 0o700)
         self._install_standins()
-        Path("/run/sshd").mkdir(exist_ok=True)
         spec = {
             "overlays": [self._overlay(p) for p in OVERLAID],
             "binds": [[str(self.root / sub), target] for sub, target in PRIVATE.items()],
+            # sshd's files and the stand-ins stay visible under the host's own /run; other hosts' do not.
+            "keep_in_run": [str(self.root), str(self._standin.parents[1])],
             "weights_path": self.options.weights_path,
             "weights_size": self.options.weights_cache_size,
             "hostname": self.name,
@@ -117,6 +94,7 @@ class TestHost:
         }
         (self.root / "spec.json").write_text(json.dumps(spec, indent=1))
         self._write_etc()
+        self.set_standin()
 
     def _write_etc(self) -> None:
         """Resolve the host's own name locally and fail DNS fast (no DNS here; lookups would hang 10 s)."""
@@ -134,9 +112,36 @@ class TestHost:
     def _install_standins(self) -> None:
         """Put the stand-in nvidia-smi and engines in the host's private /usr/local/bin."""
         gpu_env = f"INFERRY_STANDIN_GPU={self.options.gpu} INFERRY_STANDIN_GPU_COUNT={self.options.gpu_count}"
-        self.install("nvidia-smi", f'exec env {gpu_env} {sys.executable} -I -S {STANDIN}/nvidia_smi.py "$@"')
+        python, standin = host_python(), self._standin
+        self.install("nvidia-smi", f'exec env {gpu_env} {python} -I -S {standin}/nvidia_smi.py "$@"')
         for program in ("vllm", "trtllm-serve"):
-            self.install(program, f'exec env PYTHONPATH={REPO} {sys.executable} {STANDIN}/engine.py {program} "$@"')
+            self.install(program, f'exec {python} -I {standin}/engine.py {program} "$@"')
+
+    def set_standin(self, never_healthy: bool = False, startup_s: float = 0, crash: str = "",
+                    version: str = "") -> None:
+        """Fault knobs for the stand-in engines started on this host from now on (see standin/engine.py)."""
+        knobs = {"GPU": self.options.gpu, "GPU_COUNT": self.options.gpu_count, "RECORD": "1",
+                 "NEVER_HEALTHY": "1" if never_healthy else "", "STARTUP_S": startup_s or "", "CRASH": crash,
+                 "VERSION": version}
+        text = "".join(f"INFERRY_STANDIN_{k}={v}\n" for k, v in knobs.items() if v != "")
+        # Once booted, write through the host's overlay (writing its upper folder directly is undefined).
+        etc = self.path("/etc") if self.init_pid else self.root / "overlay" / "etc" / "upper"
+        (etc / "inferry-standin.env").write_text(text)
+
+    def engine_starts(self) -> list[dict]:
+        """Every stand-in engine start on this host so far: {'time', 'pid', 'argv'} (count restarts with it)."""
+        log = self.path("/var/log/inferry-standin/starts.jsonl")
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+    def kill_sshd_on(self, program: str) -> None:
+        """One-shot fault: the first time PROGRAM (e.g. 'curl') runs on the host, SIGKILL every sshd of the host.
+
+        The connection running it drops mid-command; the wrapper removes itself; start_sshd() to recover.
+        """
+        real = shutil.which(program, path="/usr/sbin:/usr/bin:/sbin:/bin")
+        if real is None:
+            raise ValueError(f"{program} is not a system command (stand-ins in /usr/local/bin cannot be wrapped)")
+        self.install(program, f'rm -f "$0"; pkill -KILL -x sshd; exec {real} "$@"')
 
     def install(self, name: str, script: str) -> Path:
         """Install an executable shell script as /usr/local/bin/NAME on this host only."""
@@ -181,7 +186,11 @@ class TestHost:
         return f"{self.address} {self.host_key_line}"
 
     def path(self, host_path: str) -> Path:
-        """Where an absolute path as the host sees it can be read/written from this machine."""
+        """Where a path as the host sees it can be read/written from this machine (via /proc/PID/root).
+
+        Absolute symlinks inside the host (e.g. /var/run -> /run) resolve against this machine: use
+        the target path, or exec().
+        """
         return Path(f"/proc/{self.init_pid}/root") / host_path.lstrip("/")
 
     def sshd_listening(self) -> bool:
