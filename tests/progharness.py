@@ -10,6 +10,7 @@ import base64
 import json
 import runpy
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -225,3 +226,32 @@ def write_stack(folder: Path, name: str, *, target: dict, storage_endpoint: str,
     path = Path(folder) / f"Pulumi.{name}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
+
+
+class Poller(threading.Thread):
+    """A client polling endpoints the whole time: each sample records which answered /v1/models."""
+
+    def __init__(self, urls_keys: list[tuple[str, str]]):
+        super().__init__(daemon=True)
+        self.urls_keys, self.samples, self.stop = urls_keys, [], threading.Event()
+
+    def settle(self, timeout: float = 30) -> None:
+        """Wait until two whole samples were taken after this moment."""
+        n, deadline = len(self.samples), time.monotonic() + timeout
+        while len(self.samples) < n + 2:
+            assert self.is_alive() and time.monotonic() < deadline, "the poller stopped sampling"
+            time.sleep(0.01)
+
+    def finish(self) -> list[tuple[bool, ...]]:
+        """Settle, stop, and return the samples."""
+        self.settle()
+        self.stop.set()
+        self.join(5)
+        return self.samples
+
+    def run(self) -> None:
+        from infra.lifecycle.probe import get
+
+        while not self.stop.is_set():
+            self.samples.append(tuple(get(u + "/v1/models", 1, k)[0] == 200 for u, k in self.urls_keys))
+            time.sleep(0.02)

@@ -29,7 +29,7 @@ class WeightsStep(Resource, module="inferry", name="SshWeights"):
     manifest_sha256: pulumi.Output[str]
 
     def __init__(self, name: str, props: dict, opts: pulumi.ResourceOptions):
-        super().__init__(WeightsProvider(), name, {**props, "manifest_sha256": None, "model_dir": None}, opts)
+        super().__init__(WeightsProvider(), name, {"manifest_sha256": None, "model_dir": None, **props}, opts)
 
 
 class ServiceStep(Resource, module="inferry", name="SshService"):
