@@ -148,6 +148,7 @@ class ProgramHarness:
             _sync_await(run_pulumi_func(self.program))
             outputs = {k: _output(v) for k, v in exports.items()}
         except (Exception, SystemExit) as e:  # noqa: BLE001 - like the engine: keep what was done, then report
+            _forget_failed_run()  # nor leave it to the next program run in this process
             if not preview:
                 self._save(stack, {**old["resources"], **mocks.new}, old["outputs"])
             if isinstance(e, InferryError):

@@ -10,13 +10,14 @@ from infra.stackfile import load_stack
 from infra.storage.settings import StoreSettings
 from tests.progharness import ProgramHarness, write_stack
 
-SSH = {"kind": "ssh", "hosts": [{"address": "10.0.0.2"}], "private_key": {"env": "P_SSH_KEY"}}
+# Kubernetes objects are plain resources under mocks: the bucket is the one dynamic resource here.
+K8S = {"kind": "kubernetes", "namespace": "inferry", "replicas": 1}
 
 
 @pytest.fixture
 def store(s3_server, monkeypatch):
     for var, value in (("P_S3_ACCESS", s3_server.access_key), ("P_S3_SECRET", s3_server.secret_key),
-                       ("P_API_KEY", "k"), ("P_SSH_KEY", "unused")):
+                       ("P_API_KEY", "k")):
         monkeypatch.setenv(var, value)
     return s3_server
 
@@ -34,7 +35,7 @@ def with_tags(stack, tags):
 
 
 def test_bucket_created_then_unchanged_then_updated_then_destroyed(tmp_path, store):
-    stack = load_stack(str(write_stack(tmp_path, "prog", target=SSH, storage_endpoint=store.endpoint,
+    stack = load_stack(str(write_stack(tmp_path, "prog", target=K8S, storage_endpoint=store.endpoint,
                                        env_prefix="P")))
     h = ProgramHarness(tmp_path / "state")
     out = h.up(stack, print)
@@ -52,7 +53,7 @@ def test_bucket_created_then_unchanged_then_updated_then_destroyed(tmp_path, sto
 
 
 def test_recorded_inputs_and_outputs_hold_no_key(tmp_path, store):
-    stack = load_stack(str(write_stack(tmp_path, "prog2", target=SSH, storage_endpoint=store.endpoint,
+    stack = load_stack(str(write_stack(tmp_path, "prog2", target=K8S, storage_endpoint=store.endpoint,
                                        env_prefix="P")))
     h = ProgramHarness(tmp_path / "state")
     h.up(stack, print)
