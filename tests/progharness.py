@@ -81,7 +81,7 @@ class DynamicMocks(RecordingMocks):
             if key in self.new:
                 raise InferryError(f"two resources {key!r}: names must be unique per type")
             self.new[key] = record
-        self._count(op, args.name)
+        self._count(op, key)
         return rid, record["outputs"]
 
     def _apply(self, name: str, provider, old: dict | None, news: dict) -> tuple[str, dict, str]:

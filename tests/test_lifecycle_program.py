@@ -63,3 +63,23 @@ def test_recorded_inputs_and_outputs_hold_no_key(tmp_path, store):
     text = json.dumps([recorded, h.state(stack)["outputs"]])
     assert "credentials_id" in text and store.secret_key not in text and store.access_key not in text
     h.destroy(stack, print)
+
+
+def test_cli_lifecycle_commands_over_the_harness(cli, tmp_path, store, monkeypatch):
+    path = write_stack(tmp_path, "cli", target=K8S, storage_endpoint=store.endpoint, env_prefix="P")
+    h = ProgramHarness(tmp_path / "state")
+    monkeypatch.setattr("cli.lifecycle.make_deployer", lambda: h)
+    r = cli("up", str(path))
+    assert r.exit_code == 0, r.output
+    assert "updating cli" in r.output and "  create inferry:Bucket weights-bucket" in r.output
+    assert "  weights_bucket: inferry-weights" in r.output
+    r = cli("preview", str(path))
+    assert r.exit_code == 0 and "cli would change: 1 unchanged" in r.output
+    r = cli("outputs", str(path), "--json")
+    assert json.loads(r.output)["model"] == "llama-3.1-8b-instruct"
+    r = cli("destroy", str(path), input="n\n")
+    assert r.exit_code == 1 and "inferry-weights" in buckets(store)  # refused at the prompt
+    r = cli("destroy", str(path), "--yes")
+    assert r.exit_code == 0 and "cli destroyed: 1 delete" in r.output and "inferry-weights" not in buckets(store)
+    r = cli("migrate", "--from", str(path), "--to", str(path), "--yes")
+    assert r.exit_code == 1 and "the same stack" in r.output

@@ -112,6 +112,9 @@ class Migration:
 
     def plan(self, allow_changes: bool = False) -> Plan:
         """Diff the stacks (refusing model/engine changes unless allowed) and estimate the copy."""
+        if self.a.name == self.b.name:
+            raise InferryError(f"--from and --to are the same stack ({self.a.name})",
+                               "name the stack serving now and the one to move to", where="migrate")
         diffs = diff(self.a.deployment, self.b.deployment)
         pinned = pinned_changes(diffs)
         if pinned and not allow_changes:
