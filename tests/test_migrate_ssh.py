@@ -102,7 +102,7 @@ def test_migrate_between_ssh_stacks_without_downtime(world):
     assert migration().run(destroy_source=True) == [f"{b_url}/v1"]
     samples = poller.finish()
     text = "\n".join(lines)
-    assert "done earlier" in text and "cutover done: ssh-a is destroyed" in text
+    assert "done earlier" in text and f"cutover done: ssh-a is destroyed; clients must use {b_url}/v1\n" in text + "\n"
     assert not probe.healthy(a_url) and probe.healthy(b_url) and harness.state(a)["resources"] == {}
     assert all(any(s) for s in samples), "a moment with no endpoint answering"
     assert samples[0] == (True, False) and (True, True) in samples and (False, True) in samples

@@ -90,7 +90,11 @@ class MigrationError(InferryError):
 
     def __init__(self, a: Stack, b: Stack, step: str, cause: BaseException, a_endpoints: list[str]):
         self.step = step
-        serving = f"{a.name} is untouched" + (f" and still serving at {', '.join(a_endpoints)}" if a_endpoints else "")
+        if step == "destroy":
+            serving = f"{b.name} passed every check and serves; {a.name} may be partly destroyed"
+        else:
+            serving = f"{a.name} is untouched" + (f" and still serving at {', '.join(a_endpoints)}"
+                                                 if a_endpoints else "")
         reason = cause.render() if isinstance(cause, InferryError) else f"{type(cause).__name__}: {cause}"
         super().__init__(f"migration {a.name} -> {b.name} stopped at step '{step}': {reason}\n  {serving}",
                          f"fix the cause, then run `inferry migrate --from {a.name} --to {b.name}` again: "
@@ -158,9 +162,10 @@ class Migration:
         except InferryError:
             self.say(f"note: {self.a.name} has no endpoint (not deployed?): nothing serves during the move")
             return []
-        state = ", ".join(f"{e} ({'healthy' if probe.healthy(e) else 'NOT answering'})" for e in found)
+        healthy = [e for e in found if probe.healthy(e)]
+        state = ", ".join(f"{e} ({'healthy' if e in healthy else 'NOT answering'})" for e in found)
         self.say(f"{self.a.name} serves at {state}")
-        return found
+        return healthy  # what keeps serving while B comes up
 
     def _step_copy(self) -> str:
         if not self.a.deployment.model.weights.startswith("s3://"):
@@ -195,10 +200,11 @@ class Migration:
         a_line = ", ".join(self.a_endpoints) or ("(destroyed)" if destroyed else "(none)")
         self.say(f"{self.a.name}: {a_line}")
         self.say(f"{self.b.name}: {', '.join(b_endpoints)}")
+        api = probe.base_url(b_endpoints[0]) + "/v1"
         if destroyed:
-            self.say(f"cutover done: {self.a.name} is destroyed; clients must use {b_endpoints[0]}/v1")
+            self.say(f"cutover done: {self.a.name} is destroyed; clients must use {api}")
         else:
-            self.say(f"cutover: point clients (OPENAI_BASE_URL) at {b_endpoints[0]}/v1; both serve until you run "
+            self.say(f"cutover: point clients (OPENAI_BASE_URL) at {api}; both serve until you run "
                      f"`inferry destroy {self.a.name}`")
 
 
