@@ -97,3 +97,28 @@ def test_cli_status(cli, monkeypatch, metrics_server):
     monkeypatch.setattr("cli.lifecycle.make_deployer", lambda: StaticDeployer())
     r = cli("status", "eu-ssh")
     assert r.exit_code == 1 and "exports no endpoint" in r.output and "inferry up eu-ssh" in r.output
+
+
+def test_json_iteration_stats_are_named_not_misparsed():
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class TrtllmLike(BaseHTTPRequestHandler):
+        def do_GET(self):  # trtllm-serve: /health 200, /metrics a JSON list of iteration stats
+            body = b"" if self.path == "/health" else json.dumps([{"iter": 1, "gpuMemUsage": 1}]).encode()
+            self.send_response(200)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), TrtllmLike)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        s = endpoint_status(f"http://127.0.0.1:{server.server_port}/v1")
+    finally:
+        server.shutdown()
+    assert s.healthy and s.metrics is None and "JSON iteration statistics" in s.lines()[1]

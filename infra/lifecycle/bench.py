@@ -36,7 +36,7 @@ def replicas_behind(stack: Stack) -> int:
 
 def run_bench(stack: Stack, deployer: Deployer, spec_args: dict, json_out: Path | None) -> list[str]:
     """Bench the stack's first endpoint (the load balancer when there is one); returns the printed lines."""
-    spec = LoadSpec(**spec_args)
+    spec = LoadSpec(**spec_args, exact_length=stack.deployment.engine.kind == "vllm")
     url = endpoints(deployer.outputs(stack), stack.name)[0]
     key = resolve(stack.deployment.serving.api_key, stack.name, "serving.api_key", stack.path)
     report = run_load(url, key, stack.deployment.model.name, spec)

@@ -19,6 +19,7 @@ class LoadSpec:
     prompt_tokens: int = 256
     output_tokens: int = 128
     timeout_s: float = 300.0
+    exact_length: bool = True  # vLLM's ignore_eos/min_tokens: every request yields output_tokens
 
     def __post_init__(self) -> None:
         if min(self.requests, self.concurrency, self.prompt_tokens, self.output_tokens) < 1:
@@ -96,8 +97,8 @@ def _one(client, model: str, spec: LoadSpec, i: int) -> RequestResult:
         stream = client.chat.completions.create(
             model=model, messages=[{"role": "user", "content": _prompt(spec.prompt_tokens, i)}],
             max_tokens=spec.output_tokens, stream=True, stream_options={"include_usage": True},
-            # vLLM's sampling extras: produce exactly output_tokens so runs compare.
-            extra_body={"ignore_eos": True, "min_tokens": spec.output_tokens})
+            # vLLM's sampling extras (docs: openai_compatible_server, extra parameters): exact lengths compare.
+            extra_body={"ignore_eos": True, "min_tokens": spec.output_tokens} if spec.exact_length else None)
         for chunk in stream:
             if chunk.usage is not None:
                 r.output_tokens = chunk.usage.completion_tokens

@@ -101,6 +101,9 @@ def endpoint_status(url: str, timeout: float = 3.0) -> EndpointStatus:
     code, text = probe.get(probe.base_url(url) + "/metrics", timeout)
     if code != 200:
         return EndpointStatus(url, healthy, error=f"GET /metrics answered {code or 'nothing'}")
+    if text.lstrip().startswith(("[", "{")):
+        # trtllm-serve's /metrics is JSON iteration statistics, not Prometheus text (its trtllm-serve docs).
+        return EndpointStatus(url, healthy, error="the engine reports JSON iteration statistics, not Prometheus text")
     try:
         return EndpointStatus(url, healthy, parse_metrics(text))
     except (ValueError, KeyError) as e:
