@@ -71,3 +71,6 @@ def test_cli_bench_writes_json_and_records_tokens_per_replica(cli, engine, tmp_p
     assert report["output_tokens"] == 30
     assert measured.tokens_per_second == pytest.approx(report["output_tokens_per_s"] / 2)
     assert measured.details["replicas"] == 2
+    r = cli("plan", str(stack), "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["tps_source"] == "measured"  # `inferry plan` prices from the bench
