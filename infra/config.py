@@ -58,6 +58,8 @@ class ModelConfig(Strict):
     @field_validator("weights")
     @classmethod
     def _weights_location(cls, v: str) -> str:
+        if any(ord(c) < 32 or ord(c) == 127 for c in v):
+            raise ValueError("must not contain control characters such as newlines or tabs")
         if v.startswith("s3://"):
             bucket, _, prefix = v[5:].partition("/")
             if not re.match(BUCKET_NAME, bucket) or not prefix.strip("/"):

@@ -44,7 +44,8 @@ def run_launcher(tmp_path, d) -> list[str]:
 @pytest.mark.parametrize("weights", HOSTILE)
 def test_hostile_weights_path_and_extra_args_reach_the_engine_unchanged(tmp_path, weights):
     extra = ["--chat-template", weights]
-    model = {"name": "m", "weights": weights}
+    # control characters are refused in model.weights by the config; extra args may still carry them
+    model = {"name": "m", "weights": "".join(c for c in weights if c >= " ")}
     d = ssh_deployment({"kind": "vllm", "extra_args": extra}, "process", service_dir=str(tmp_path), model=model)
     spec = ssh_spec(d)
     assert run_launcher(tmp_path, d) == list(spec.argv[1:])
@@ -65,7 +66,7 @@ def test_trtllm_yaml_loads_back_to_the_same_values(draft):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(tail=st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), min_size=1, max_size=40))
+@given(tail=st.text(st.characters(blacklist_categories=["Cs", "Cc"]), min_size=1, max_size=40))
 def test_any_weights_path_round_trips_through_shell_and_yaml(tmp_path, tail):
     weights = "/w/" + tail
     d = ssh_deployment({"kind": "vllm"}, "process", service_dir=str(tmp_path), model={"name": "m", "weights": weights})

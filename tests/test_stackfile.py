@@ -187,3 +187,10 @@ def test_top_level_typo(tmp_path):
 def test_deployment_key_typo(tmp_path):
     text = EXAMPLE.read_text().replace("inferry:deployment:", "inferry:deploymnt:", 1)
     assert "inferry:deployment: required config key is missing; did you mean 'deployment'?" in problems(write(tmp_path, text))
+
+
+def test_control_characters_in_weights_path_are_refused(tmp_path):
+    path = mutate(tmp_path, ("weights: s3://inferry-weights/llama-3.1-8b-instruct",
+                             'weights: "/models/llama\\nrm -rf /"'))
+    [msg] = problems(path)
+    assert msg.startswith("model.weights: must not contain control characters")
