@@ -12,7 +12,9 @@ Check = Callable[[Deployment], list[Problem]]
 
 def _checks() -> list[Check]:
     # Imported lazily so a broken optional module cannot break loading the config itself.
-    checks: list[Check] = []
+    from infra.storage.checks import storage_checks
+
+    checks: list[Check] = [storage_checks]
     return checks
 
 

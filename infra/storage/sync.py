@@ -71,45 +71,55 @@ def _run(settings: StoreSettings, label: str, total: int, show: bool | None,
 
 
 def push(settings: StoreSettings, folder: Path, prefix: str, show: bool | None = None) -> SyncResult:
-    """Upload a local model folder to s3://bucket/prefix; the manifest goes last."""
+    """Upload a local model folder to s3://bucket/prefix; the manifest goes last.
+
+    Files are hashed (or taken from the hash cache) one ahead of the uploads, so hashing a new
+    model overlaps with sending it.
+    """
     t0, folder = time.monotonic(), Path(folder)
     files = list_files(folder)
     require_weights(folder, files)
     store = Store.of(settings)
     remote = rm.remote_model(store, prefix)
-    cache = HashCache(folder)
-    entries = _hash_all(cache, files)
-    journal = Journal(settings, prefix)
-    present = rm.already_there(store, remote, entries, settings.concurrency, journal)
-    todo = [e for e in entries if e.path not in present]
-    manifest = Manifest(tuple(entries), source=f"file://{folder.resolve()}")
-    if not todo and remote.manifest and remote.manifest.by_path() == manifest.by_path():
-        return SyncResult(remote.manifest, (), tuple(sorted(present)), 0, time.monotonic() - t0)
-    if remote.manifest:
-        rm.drop_manifest(store, prefix)
-    journal.forget([e.path for e in todo])
+    cache, journal = HashCache(folder), Journal(settings, prefix)
+    entries: list[FileEntry] = []
+    todo: list[FileEntry] = []
+    dropped = [remote.manifest is None]
 
     def start(pool: Pool, meter: Meter) -> list[Future]:
-        return [_journaled(journal, e, upload(pool, store, folder / e.path, model_key(prefix, e.path), e, meter))
-                for e in todo]
+        futures = []
+        with ThreadPoolExecutor(1) as hasher:
+            for e in hasher.map(lambda f: cache.entry(*f), files):
+                entries.append(e)
+                if rm.already_there(store, remote, [e], 1, journal):
+                    continue
+                if not dropped[0]:  # a model being changed must not look complete meanwhile
+                    rm.drop_manifest(store, prefix)
+                    dropped[0] = True
+                journal.forget([e.path])
+                todo.append(e)
+                futures.append(_journaled(journal, e, upload(pool, store, folder / e.path,
+                                                             model_key(prefix, e.path), e, meter)))
+        return futures
 
-    moved = _run(settings, f"push {prefix}", sum(e.size for e in todo), show, start)
+    pending = sum(st.st_size for rel, st in files if remote.sizes.get(rel) != st.st_size)
+    try:
+        moved = _run(settings, f"push {prefix}", pending, show, start)
+    finally:
+        cache.save()
+    manifest = Manifest(tuple(entries), source=f"file://{folder.resolve()}")
+    present = tuple(sorted(e.path for e in entries if e not in todo))
+    if not todo and remote.manifest and remote.manifest.by_path() == manifest.by_path():
+        return SyncResult(remote.manifest, (), present, 0, time.monotonic() - t0)
     _check_stored(store, prefix, entries, journal)
     rm.write_manifest(store, prefix, manifest)
-    return SyncResult(manifest, tuple(e.path for e in todo), tuple(sorted(present)), moved, time.monotonic() - t0)
+    return SyncResult(manifest, tuple(e.path for e in todo), present, moved, time.monotonic() - t0)
 
 
 def _journaled(journal: Journal, e: FileEntry, fut: Future) -> Future:
     """Record the file in the journal once its transfer completes."""
     fut.add_done_callback(lambda f: f.exception() is None and journal.record(e))
     return fut
-
-
-def _hash_all(cache: HashCache, files: list) -> list[FileEntry]:
-    with ThreadPoolExecutor(2) as pool:
-        entries = list(pool.map(lambda f: cache.entry(*f), files))
-    cache.save()
-    return entries
 
 
 def _check_stored(store: Store, prefix: str, entries: list[FileEntry], journal: Journal) -> None:
