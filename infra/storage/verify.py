@@ -83,19 +83,26 @@ def ls(settings: StoreSettings, prefix: str = "") -> list[StoredModel]:
     sizes = rm.list_sizes(store, prefix)
     manifests = sorted(p.removesuffix(MANIFEST_NAME).rstrip("/") for p in sizes
                        if p == MANIFEST_NAME or p.endswith("/" + MANIFEST_NAME))
-    base = prefix.strip("/")
     out = []
     for rel in manifests:
-        full = "/".join(x for x in (base, rel) if x)
-        m = rm.read_manifest(store, full)
-        out.append(StoredModel(full, len(m.files), m.total, True, m.created))
-    claimed = {m + "/" if m else "" for m in manifests}
-    loose: dict[str, list[int]] = {}
-    for path, size in sizes.items():
-        if not any(path.startswith(c) for c in claimed if c) and "" not in claimed:
-            top = path.split("/", 1)[0] if "/" in path else ""
-            loose.setdefault(top, []).append(size)
-    for top, found in sorted(loose.items()):
-        full = "/".join(x for x in (base, top) if x)
-        out.append(StoredModel(full, len(found), sum(found), False))
+        m = rm.read_manifest(store, _join(prefix, rel))
+        out.append(StoredModel(_join(prefix, rel), len(m.files), m.total, True, m.created))
+    for top, found in sorted(_loose(sizes, manifests).items()):
+        out.append(StoredModel(_join(prefix, top), len(found), sum(found), False))
     return out
+
+
+def _join(*parts: str) -> str:
+    return "/".join(p.strip("/") for p in parts if p.strip("/"))
+
+
+def _loose(sizes: dict[str, int], manifests: list[str]) -> dict[str, list[int]]:
+    """Sizes of objects outside every complete model, grouped by their top-level folder."""
+    if "" in manifests:
+        return {}
+    claimed = tuple(m + "/" for m in manifests)
+    groups: dict[str, list[int]] = {}
+    for path, size in sizes.items():
+        if not path.startswith(claimed):
+            groups.setdefault(path.split("/", 1)[0] if "/" in path else "", []).append(size)
+    return groups
