@@ -1,4 +1,10 @@
-"""Push, pull and copy models, resumable and verified; skip what is already there."""
+"""Push, pull and copy models, resumable and verified; skip what is already there.
+
+Verified in flight, never by re-listing (on some stores a LIST re-hashes every object):
+pull and cross-store copy hash the bytes they receive and compare with the manifest before
+a file counts as done; push hashes each file first and refuses it if it changed while being
+sent; a server-side copy is the store's own. `verify` re-reads everything on demand.
+"""
 from __future__ import annotations
 
 import time
@@ -111,7 +117,6 @@ def push(settings: StoreSettings, folder: Path, prefix: str, show: bool | None =
     present = tuple(sorted(e.path for e in entries if e not in todo))
     if not todo and remote.manifest and remote.manifest.by_path() == manifest.by_path():
         return SyncResult(remote.manifest, (), present, 0, time.monotonic() - t0)
-    _check_stored(store, prefix, entries, journal)
     rm.write_manifest(store, prefix, manifest)
     return SyncResult(manifest, tuple(e.path for e in todo), present, moved, time.monotonic() - t0)
 
@@ -120,18 +125,6 @@ def _journaled(journal: Journal, e: FileEntry, fut: Future) -> Future:
     """Record the file in the journal once its transfer completes."""
     fut.add_done_callback(lambda f: f.exception() is None and journal.record(e))
     return fut
-
-
-def _check_stored(store: Store, prefix: str, entries: list[FileEntry], journal: Journal) -> None:
-    """After a transfer: every file is listed with its size and carries its sha256 (cheap: no download)."""
-    remote = rm.remote_model(store, prefix)
-    wrong = [e.path for e in entries if remote.sizes.get(e.path) != e.size]
-    present = rm.already_there(store, rm.RemoteModel(prefix, remote.sizes, None),
-                               [e for e in entries if e.path not in wrong], store.settings.concurrency, journal)
-    wrong += [e.path for e in entries if e.path not in present and e.path not in wrong]
-    if wrong:
-        raise StorageError(f"after the transfer {len(wrong)} object(s) are missing or differ: {', '.join(wrong[:5])}",
-                           "run the same command again: it resumes", where=store.settings.where(prefix))
 
 
 def pull(settings: StoreSettings, prefix: str, folder: Path, show: bool | None = None) -> SyncResult:
@@ -190,7 +183,6 @@ def copy(src: StoreSettings, src_prefix: str, dst: StoreSettings, dst_prefix: st
         return out
 
     moved = _run(dst, f"copy {src_prefix}", sum(e.size for e in todo), show, start)
-    _check_stored(d, dst_prefix, list(manifest.files), journal)
     copied = Manifest(manifest.files, source=f"s3://{src.bucket}/{src_prefix} at {src.endpoint}")
     rm.write_manifest(d, dst_prefix, copied)
     return SyncResult(copied, tuple(e.path for e in todo), tuple(sorted(present)), moved, time.monotonic() - t0)
