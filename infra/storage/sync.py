@@ -8,14 +8,14 @@ sent; a server-side copy is the store's own. `verify` re-reads everything on dem
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from infra.errors import InferryError, StorageError
 from infra.storage import remote as rm
-from infra.storage.engine import Cancelled, Pool
+from infra.storage.engine import Cancelled, FileJob, Pool, drive
 from infra.storage.journal import Journal
 from infra.storage.local import HashCache, list_files, require_weights
 from infra.storage.manifest import MANIFEST_NAME, FileEntry, Manifest, model_key
@@ -66,9 +66,11 @@ def _run(settings: StoreSettings, label: str, total: int, show: bool | None,
             futures: list[Future] = []
             try:
                 futures = start(pool, meter)
-            except InferryError:
+            except (InferryError, OSError) as e:
                 pool.stop()
                 _wait(pool, futures, label)
+                if isinstance(e, OSError):  # a local file vanished or is unreadable/unwritable
+                    raise StorageError(f"{label}: {e.strerror}: {e.filename}", "check the local folder") from None
                 raise
             _wait(pool, futures, label)
     finally:
@@ -93,20 +95,20 @@ def push(settings: StoreSettings, folder: Path, prefix: str, show: bool | None =
     dropped = [remote.manifest is None]
 
     def start(pool: Pool, meter: Meter) -> list[Future]:
-        futures = []
-        with ThreadPoolExecutor(1) as hasher:
-            for e in hasher.map(lambda f: cache.entry(*f), files):
-                entries.append(e)
-                if rm.already_there(store, remote, [e], 1, journal):
-                    continue
-                if not dropped[0]:  # a model being changed must not look complete meanwhile
-                    rm.drop_manifest(store, prefix)
-                    dropped[0] = True
-                journal.forget([e.path])
-                todo.append(e)
-                futures.append(_journaled(journal, e, upload(pool, store, folder / e.path,
-                                                             model_key(prefix, e.path), e, meter)))
-        return futures
+        def jobs() -> Iterator[FileJob]:
+            with ThreadPoolExecutor(1) as hasher:
+                for e in hasher.map(lambda f: cache.entry(*f), files):
+                    entries.append(e)
+                    if rm.already_there(store, remote, [e], 1, journal):
+                        continue
+                    if not dropped[0]:  # a model being changed must not look complete meanwhile
+                        rm.drop_manifest(store, prefix)
+                        dropped[0] = True
+                    journal.forget([e.path])
+                    todo.append(e)
+                    yield _journaled(journal, e, upload(pool, store, folder / e.path, model_key(prefix, e.path), e, meter))
+
+        return drive(jobs())
 
     pending = sum(st.st_size for rel, st in files if remote.sizes.get(rel) != st.st_size)
     try:
@@ -121,10 +123,10 @@ def push(settings: StoreSettings, folder: Path, prefix: str, show: bool | None =
     return SyncResult(manifest, tuple(e.path for e in todo), present, moved, time.monotonic() - t0)
 
 
-def _journaled(journal: Journal, e: FileEntry, fut: Future) -> Future:
+def _journaled(journal: Journal, e: FileEntry, job: FileJob) -> FileJob:
     """Record the file in the journal once its transfer completes."""
-    fut.add_done_callback(lambda f: f.exception() is None and journal.record(e))
-    return fut
+    job.done.add_done_callback(lambda f: f.exception() is None and journal.record(e))
+    return job
 
 
 def pull(settings: StoreSettings, prefix: str, folder: Path, show: bool | None = None) -> SyncResult:
@@ -137,13 +139,20 @@ def pull(settings: StoreSettings, prefix: str, folder: Path, show: bool | None =
     present = {e.path for e in manifest.files if _local_matches(cache, folder, e)}
     todo = [e for e in manifest.files if e.path not in present]
 
-    def start(pool: Pool, meter: Meter) -> list[Future]:
-        return [download(pool, store, model_key(prefix, e.path), e, folder / e.path, meter) for e in todo]
+    def remember(e: FileEntry, job: FileJob) -> FileJob:
+        # Checked while downloading: cache it, so a re-run (even after a failure) need not re-hash it.
+        job.done.add_done_callback(
+            lambda f: f.exception() is None and cache.put(e.path, (folder / e.path).stat(), e.sha256))
+        return job
 
-    moved = _run(settings, f"pull {prefix}", sum(e.size for e in todo), show, start)
-    for e in todo:  # freshly checked while downloading: remember, so the next sync need not re-hash
-        cache.put(e.path, (folder / e.path).stat(), e.sha256)
-    cache.save()
+    def start(pool: Pool, meter: Meter) -> list[Future]:
+        return drive(remember(e, download(pool, store, model_key(prefix, e.path), e, folder / e.path, meter))
+                     for e in todo)
+
+    try:
+        moved = _run(settings, f"pull {prefix}", sum(e.size for e in todo), show, start)
+    finally:
+        cache.save()
     (folder / MANIFEST_NAME).write_text(manifest.to_json())
     return SyncResult(manifest, tuple(e.path for e in todo), tuple(sorted(present)), moved, time.monotonic() - t0)
 
@@ -174,13 +183,13 @@ def copy(src: StoreSettings, src_prefix: str, dst: StoreSettings, dst_prefix: st
     journal.forget([e.path for e in todo])
     same = src.same_store(dst)
 
+    def job(pool: Pool, meter: Meter, e: FileEntry) -> FileJob:
+        how = server_copy if same and e.size <= SERVER_COPY_MAX else stream_copy
+        return _journaled(journal, e, how(pool, s, model_key(src_prefix, e.path), d, model_key(dst_prefix, e.path),
+                                          e, meter))
+
     def start(pool: Pool, meter: Meter) -> list[Future]:
-        out = []
-        for e in todo:
-            how = server_copy if same and e.size <= SERVER_COPY_MAX else stream_copy
-            fut = how(pool, s, model_key(src_prefix, e.path), d, model_key(dst_prefix, e.path), e, meter)
-            out.append(_journaled(journal, e, fut))
-        return out
+        return drive(job(pool, meter, e) for e in todo)
 
     moved = _run(dst, f"copy {src_prefix}", sum(e.size for e in todo), show, start)
     copied = Manifest(manifest.files, source=f"s3://{src.bucket}/{src_prefix} at {src.endpoint}")

@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import time
-from concurrent.futures import Future
 from dataclasses import dataclass
 
 from infra.storage import remote as rm
-from infra.storage.engine import Cancelled, Pool
+from infra.storage.engine import Cancelled, Pool, drive
 from infra.storage.manifest import MANIFEST_NAME, Manifest, model_key
 from infra.storage.progress import Meter
 from infra.storage.settings import StoreSettings
@@ -48,9 +47,8 @@ def verify(settings: StoreSettings, prefix: str, show: bool | None = None) -> Ve
     check = [e for e in manifest.files if sizes.get(e.path) == e.size]
     meter = Meter(f"verify {prefix}", sum(e.size for e in check), show)
     with Pool(settings.concurrency) as pool:
-        futures: list[tuple[str, str, Future]] = [
-            (e.path, e.sha256, hash_object(pool, store, model_key(prefix, e.path), e.size, meter)) for e in check]
-        for path, want, fut in futures:
+        futures = drive(hash_object(pool, store, model_key(prefix, e.path), e.size, meter) for e in check)
+        for path, want, fut in zip([e.path for e in check], [e.sha256 for e in check], futures):
             try:
                 got = fut.result()
             except Cancelled:
