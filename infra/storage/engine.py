@@ -19,9 +19,10 @@ class OrderedHasher:
     The part whose turn it is gets hashed at once; a part that arrives early is copied aside
     (at most `ahead` of them, beyond that its thread waits), so workers rarely block. Parts are
     queued in order on a FIFO pool, so the part being waited for is always running: no deadlock.
+    Memory of a streamed copy: at most (workers + width x ahead) parts.
     """
 
-    def __init__(self, ahead: int = 8) -> None:
+    def __init__(self, ahead: int = 2) -> None:
         self._h = hashlib.sha256()
         self._next = 0
         self._early: dict[int, bytes] = {}
