@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import typer
 
-from cli import stackcmds, weights
+from cli import plan, render, stackcmds, weights
 
 app = typer.Typer(
     name="inferry",
@@ -12,8 +12,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-stackcmds.register(app)
-weights.register(app)
+for module in (stackcmds, plan, render, weights):
+    module.register(app)
 
 
 def main() -> None:

@@ -62,7 +62,7 @@ class VllmEngine(EngineBase):
     gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
     quantization: Literal[
         "fp8", "awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors", "modelopt",
-        "modelopt_fp4", "bitsandbytes", "gguf", "mxfp4",
+        "modelopt_fp4", "mxfp4",
     ] | None = None
     enable_prefix_caching: bool | None = None
     block_size: Literal[8, 16, 32, 64, 128] | None = None

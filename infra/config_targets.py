@@ -1,14 +1,15 @@
 """Target sections of the stack file (ssh, kubernetes) and the secret reference type."""
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 # Kubernetes naming (DNS-1123 label) and label-value rules.
 DNS1123 = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
-QUANTITY = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$"
+QUANTITY = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$"  # resource.Quantity, without exponents
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 CONFIG_KEY = r"^[A-Za-z][A-Za-z0-9_.\-]*$"
 
@@ -100,8 +101,16 @@ class Autoscaling(_Strict):
     min_replicas: int = Field(default=1, ge=0)
     max_replicas: int = Field(default=4, ge=1)
     queue_target: int = Field(default=5, ge=1, description="waiting requests per replica before scaling out")
-    prometheus_url: str = "http://prometheus-operated.monitoring.svc:9090"
+    prometheus_url: str = Field(default="http://prometheus-operated.monitoring.svc:9090", pattern=r"^https?://\S+$")
     scale_to_zero: bool = False
+    metric: str | None = Field(default=None, pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$",
+                               description="per-pod queue gauge; default vllm:num_requests_waiting for vLLM")
+    cooldown_s: int = Field(default=300, ge=0, le=86400, description="seconds of low load before scaling in")
+    concurrency_target: int = Field(default=64, ge=1, description="scale_to_zero: in-flight requests per replica")
+    interceptor_host: str = Field(default="keda-add-ons-http-interceptor-proxy.keda.svc.cluster.local",
+                                  pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+                                  description="scale_to_zero: the KEDA HTTP add-on interceptor Service")
+    interceptor_port: int = Field(default=8080, ge=1, le=65535)
 
     @model_validator(mode="after")
     def _bounds(self) -> "Autoscaling":
@@ -130,7 +139,7 @@ class KubernetesTarget(_Strict):
     create_namespace: bool = True
     replicas: int = Field(default=1, ge=0, le=1000)
     weights_delivery: Literal["init-container", "pvc", "stream"] = "init-container"
-    cache_size: str = Field(default="200Gi", pattern=QUANTITY)
+    cache_size: str = Field(default="200Gi", description="weights cache size (a Kubernetes quantity)")
     storage_class: str | None = Field(default=None, pattern=DNS1123)
     gpu_product: str | None = Field(default=None, pattern=LABEL_VALUE, description="nvidia.com/gpu.product label value")
     node_selector: dict[str, str] = Field(default_factory=dict)
@@ -141,6 +150,17 @@ class KubernetesTarget(_Strict):
     service_monitor: bool = False
     startup_timeout_s: int = Field(default=1800, ge=60)
     labels: dict[str, str] = Field(default_factory=dict)
+    cpu: str = Field(default="8", description="CPU request per replica (a Kubernetes quantity)")
+    memory: str = Field(default="64Gi", description="memory request and limit per replica (a quantity)")
+    fetch_image: str = Field(default="amazon/aws-cli:2.22.0", min_length=1,
+                             description="image with the aws CLI that fetches weights from the store")
+
+    @field_validator("cache_size", "cpu", "memory")
+    @classmethod
+    def _quantity(cls, v: str) -> str:
+        if not re.match(QUANTITY, v):
+            raise ValueError("not a Kubernetes quantity; write e.g. 200Gi, 64Gi, 8 or 500m (no spaces, no 'GB')")
+        return v
 
 
 TargetConfig = SshTarget | KubernetesTarget

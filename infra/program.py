@@ -5,6 +5,7 @@ import sys
 from typing import Any
 
 from infra.errors import InferryError
+from infra.fit import require_fit
 from infra.stackfile import Stack, load_from_pulumi
 
 
@@ -13,14 +14,29 @@ def build(stack: Stack) -> dict[str, Any]:
     from infra.storage.component import build_storage
 
     d = stack.deployment
+    require_fit(d)  # refuse before creating anything: an infeasible stack fails `pulumi preview`
     return {
         **build_storage(d),
+        **_target(stack),
         "model": d.model.name,
         "engine": d.engine.kind,
         "target": d.target.kind,
         "provider": d.provider.name,
         "region": d.provider.region,
     }
+
+
+def _target(stack: Stack) -> dict[str, Any]:
+    """The one polymorphic seam: the target chosen by target.kind; returns its exports."""
+    if stack.deployment.target.kind == "kubernetes":
+        from infra.targets.kubernetes.deploy import deploy
+
+        return deploy(stack)
+    if stack.deployment.target.kind == "ssh":
+        from infra.targets.ssh.component import build as build_ssh
+
+        return build_ssh(stack.deployment)
+    return {}
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent set-up on a fresh Debian/Ubuntu machine with Python 3.11+: a venv with inferry in it.
-# With --test it also installs what the test suite needs (OpenSSH server, iproute2) when run as root.
+# With --test it also installs what the test suite needs (OpenSSH server, iproute2, curl, python3) when run as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
@@ -15,6 +15,12 @@ if [ "${1:-}" = "--test" ]; then
   command -v ip >/dev/null 2>&1 || need+=(iproute2)
   command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
   command -v curl >/dev/null 2>&1 || need+=(curl)
+  command -v sudo >/dev/null 2>&1 || need+=(sudo)  # SSH tests log in as a non-root user with sudo
+  # Test hosts (tests/hosts) run their stand-in tools with the system python3: their /root is private.
+  [ -x /usr/bin/python3 ] || need+=(python3)
+  /usr/bin/python3 -c 'import yaml' >/dev/null 2>&1 || need+=(python3-yaml)
+  command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
+  command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)  # verifies rendered unit files
   if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then
       echo "the test suite needs: ${need[*]} (run as root, or install them first)" >&2

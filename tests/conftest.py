@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parent.parent
 STACKS = sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))
-pytest_plugins = ["tests.servers.fixtures"]
+pytest_plugins = ["tests.servers.fixtures", "tests.hosts.fixtures"]
 
 
 @pytest.fixture

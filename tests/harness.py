@@ -14,17 +14,9 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 ROOT = Path(__file__).resolve().parent.parent
-SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's marker for a secret value in mock inputs
-
-
-@dataclass
-class Recorded:
-    """One resource as the engine would have registered it."""
-
-    type: str
-    name: str
-    inputs: dict[str, Any]
-    provider: str | None = None
+# The program's own offline runner (used by `inferry render`) defines these; tests share them.
+from infra.targets.kubernetes.offline import SECRET_SIG, Captured as Recorded  # noqa: E402,F401
+from infra.targets.kubernetes.offline import to_manifest as manifest, unsecret  # noqa: E402,F401
 
 
 @dataclass
@@ -88,22 +80,3 @@ def run_main(stack_file: Path, stack: str | None = None) -> tuple[RecordingMocks
     config, secret = stack_config(stack_file)
     name = stack or stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
     return run(lambda: runpy.run_path(str(ROOT / "infra" / "__main__.py"), run_name="__main__"), config, secret, name)
-
-
-def unsecret(value: Any) -> Any:
-    """Strip Pulumi's secret wrappers and turn integral floats back into ints."""
-    if isinstance(value, dict):
-        if value.get(SECRET_SIG) == "1b47061264138c4ac30d75fd1eb44270":
-            return unsecret(value.get("value"))
-        return {k: unsecret(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [unsecret(v) for v in value]
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
-def manifest(r: Recorded) -> dict[str, Any]:
-    """A captured kubernetes resource as a plain manifest (apiVersion, kind, metadata, ...)."""
-    body = unsecret(r.inputs)
-    return {k: v for k, v in body.items() if not k.startswith("__")}

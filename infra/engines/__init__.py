@@ -1,0 +1,16 @@
+"""Engines: the stack's engine section -> a ServiceSpec, chosen by engine kind in one place."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # kept out of import time: infra.engines.options must import with the standard library only
+    from infra.config import Deployment
+    from infra.engines.spec import ServiceSpec
+
+
+def service_spec(d: Deployment, model_dir: str | None = None, **kw) -> ServiceSpec:
+    """The service for a deployment's engine (vllm or tensorrt-llm); model_dir: where the target put weights."""
+    from infra.engines import trtllm, vllm
+
+    module = vllm if d.engine.kind == "vllm" else trtllm
+    return module.service_spec(d, model_dir, **kw)

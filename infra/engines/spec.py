@@ -63,6 +63,12 @@ class ServiceSpec:
     model_dir: str = MODELS_DIR  # where the engine reads weights (or an s3:// URL when streaming)
     streams_weights: bool = False  # True: the engine reads S3 itself; the target fetches nothing
     build: BuildStep | None = None
+    # The engine cannot check an API key itself (TensorRT-LLM): the target must put an authenticating
+    # proxy on `port` that forwards to the engine on 127.0.0.1:`engine_port`.
+    needs_auth_proxy: bool = False
+    engine_port: int | None = None  # where the engine listens when a proxy fronts it; None: `port`
+    # More weights the engine reads besides the model (e.g. a speculative draft): (s3:// source, engine path).
+    extra_weights: tuple[tuple[str, str], ...] = ()
     shm_size: str = "16g"  # NCCL / PyTorch shared memory for tensor parallelism
     labels: dict[str, str] = field(default_factory=dict)
 
@@ -70,6 +76,11 @@ class ServiceSpec:
     def argv(self) -> tuple[str, ...]:
         """The full command line: command then args."""
         return self.command + self.args
+
+    @property
+    def listen_port(self) -> int:
+        """The port the engine process itself binds."""
+        return self.engine_port if self.engine_port is not None else self.port
 
     def secret_env(self) -> tuple[EnvVar, ...]:
         """The env vars whose values are secrets."""

@@ -1,0 +1,60 @@
+"""`inferry validate` checks for the engine section: rules fed with GPU and model facts."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infra.config import Deployment, TrtllmEngine, VllmEngine
+from infra.engines import rules
+from infra.errors import Problem
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the engine rules need to know about a model."""
+
+    heads: int
+    kv_heads: int
+    max_context: int
+
+
+def gpu_capability(gpu: str) -> float | None:
+    """Compute capability of a catalog GPU key, or None when the catalog does not know it (or is absent)."""
+    try:
+        from infra.catalog import gpu as catalog_gpu  # the catalog is another module's; optional here
+        return float(catalog_gpu(gpu).compute_capability)
+    except Exception:  # noqa: BLE001 - no catalog, or the GPU is not in it: the rule is skipped
+        return None
+
+
+def model_facts(d: Deployment) -> ModelFacts | None:
+    """Heads and context from model.architecture, else the catalog, else None (rules skipped)."""
+    a = d.model.architecture
+    if a is None:
+        try:
+            from infra.catalog import find_model
+            a = find_model(d.model.catalog or d.model.name)
+        except Exception:  # noqa: BLE001 - no catalog: the rules that need it are skipped
+            a = None
+    if a is None:
+        return None
+    return ModelFacts(a.num_attention_heads, a.num_kv_heads, a.max_context)
+
+
+def engine_checks(d: Deployment) -> list[Problem]:
+    """Every engine finding for a schema-valid deployment (errors and warnings)."""
+    e = d.engine
+    problems: list[Problem] = []
+    cc = gpu_capability(d.provider.gpu)
+    if cc is not None:
+        fp8_compute = e.quantization == "fp8" or (isinstance(e, TrtllmEngine) and e.build is not None
+                                                  and e.build.qformat == "fp8")
+        problems += rules.fp8_rule(e.kind, fp8_compute, e.kv_cache_dtype != "auto", cc)
+    facts = model_facts(d)
+    if facts is not None:
+        problems += rules.tp_rule(e.tensor_parallel_size, facts.heads, facts.kv_heads)
+        problems += rules.context_rule(e.max_model_len, facts.max_context)
+    if isinstance(e, TrtllmEngine):
+        problems += rules.trtllm_rules(e)
+    if isinstance(e, (VllmEngine, TrtllmEngine)) and not any(p.path == "engine.backend" for p in problems):
+        problems += rules.option_rule(d)
+    return problems

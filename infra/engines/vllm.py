@@ -1,0 +1,92 @@
+"""vLLM: the stack's engine and model sections -> a `vllm serve` ServiceSpec (pure)."""
+from __future__ import annotations
+
+import json
+
+from infra.config import Deployment, VllmEngine
+from infra.engines.common import Flag, hf_env, render_flags, s3_env, weights_dir
+from infra.engines.spec import EnvVar, ServiceSpec
+
+IMAGE = "vllm/vllm-openai:v{version}"  # Docker Hub tags are v<release>
+COMMAND = ("vllm", "serve")
+
+
+def _e(d: Deployment) -> VllmEngine:
+    assert isinstance(d.engine, VllmEngine)
+    return d.engine
+
+
+def _dtype(d: Deployment) -> str | None:
+    dtype = _e(d).dtype if _e(d).dtype != "auto" else d.model.dtype
+    return None if dtype == "auto" else dtype
+
+
+def _parallel(n: int) -> int | None:
+    return None if n == 1 else n
+
+
+def speculative_json(d: Deployment, draft_dir: str | None) -> str | None:
+    """--speculative-config as compact JSON (vLLM docs, features/spec_decode: method + fields)."""
+    s = _e(d).speculative
+    if s is None:
+        return None
+    conf: dict = {"method": s.method, "num_speculative_tokens": s.num_speculative_tokens}
+    if s.model is not None:
+        conf["model"] = draft_dir or s.model
+    if s.prompt_lookup_max is not None:
+        conf["prompt_lookup_max"] = s.prompt_lookup_max
+    if s.prompt_lookup_min is not None:
+        conf["prompt_lookup_min"] = s.prompt_lookup_min
+    return json.dumps(conf, separators=(",", ":"), sort_keys=True)
+
+
+# Every stack field that becomes a `vllm serve` flag, in one table (flags as in vLLM 0.33's parser;
+# the snapshot in infra/engines/snapshots/ proves each exists).
+FLAGS: tuple[Flag, ...] = (
+    Flag("--served-model-name", lambda d: d.model.name),
+    Flag("--host", lambda d: "0.0.0.0"),
+    Flag("--port", lambda d: d.serving.port),
+    Flag("--load-format", lambda d: None if _e(d).load_format == "auto" else _e(d).load_format),
+    Flag("--dtype", _dtype),
+    Flag("--max-model-len", lambda d: _e(d).max_model_len),
+    Flag("--gpu-memory-utilization", lambda d: _e(d).gpu_memory_utilization),
+    Flag("--tensor-parallel-size", lambda d: _parallel(_e(d).tensor_parallel_size)),
+    Flag("--pipeline-parallel-size", lambda d: _parallel(_e(d).pipeline_parallel_size)),
+    Flag("--quantization", lambda d: _e(d).quantization),
+    Flag("--kv-cache-dtype", lambda d: None if _e(d).kv_cache_dtype == "auto" else _e(d).kv_cache_dtype),
+    Flag("--enable-prefix-caching", lambda d: _e(d).enable_prefix_caching, style="switch"),
+    Flag("--block-size", lambda d: _e(d).block_size),
+    Flag("--max-num-seqs", lambda d: _e(d).max_num_seqs),
+    Flag("--max-num-batched-tokens", lambda d: _e(d).max_num_batched_tokens),
+    Flag("--enable-chunked-prefill", lambda d: _e(d).enable_chunked_prefill, style="switch"),
+)
+
+
+def _draft(d: Deployment, models_dir: str) -> tuple[tuple[str, str], ...]:
+    s = _e(d).speculative
+    if s is None or not s.model or not s.model.startswith("s3://"):
+        return ()
+    return ((s.model, weights_dir(s.model, models_dir)),)
+
+
+def service_spec(d: Deployment, model_dir: str | None = None, models_dir: str = "/models") -> ServiceSpec:
+    """The `vllm serve` service for a deployment; model_dir is where the target put the weights."""
+    e = _e(d)
+    streams = e.load_format == "runai_streamer"
+    model = d.model.weights if streams else (model_dir or weights_dir(d.model.weights, models_dir))
+    draft = _draft(d, models_dir)
+    spec_json = speculative_json(d, draft[0][1] if draft else None)
+    args = [model, *render_flags(FLAGS, d)]
+    if spec_json is not None:
+        args += ["--speculative-config", spec_json]
+    args += e.extra_args
+    # vLLM reads the key from VLLM_API_KEY when --api-key is absent (vllm/envs.py): never on argv.
+    env = [EnvVar("VLLM_API_KEY", secret=d.serving.api_key, secret_field="serving.api_key"), *hf_env(d)]
+    if streams:
+        env += s3_env(d)
+    return ServiceSpec(
+        engine="vllm", version=e.version, image=e.image or IMAGE.format(version=e.version),
+        command=COMMAND, args=tuple(args), env=tuple(env), port=d.serving.port, gpus=e.gpus,
+        served_model_name=d.model.name, model_dir=model, streams_weights=streams, extra_weights=draft,
+        labels={"inferry.engine": "vllm", "inferry.model": d.model.name},
+    )

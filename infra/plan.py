@@ -1,0 +1,108 @@
+"""A deployment's plan: will it fit on its GPUs, and what a million output tokens costs."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from infra import catalog
+from infra.config import Deployment, KubernetesTarget, VllmEngine
+from infra.cost import Throughput, choose_throughput, cpm, decode_estimate, usd_per_hour
+from infra.modelinfo import ModelInfo, Reader, resolve, weights_on_gpus
+from infra.sizing import SizingInput, Verdict, size
+
+# vLLM's default max_num_batched_tokens for `vllm serve` (vllm/engine/arg_utils.py, V1 defaults):
+# 8192 on GPUs with at least 70 GiB that are not A100s, 2048 elsewhere. TensorRT-LLM's max_num_tokens: 8192.
+BIG_GPU_BATCHED_TOKENS, SMALL_GPU_BATCHED_TOKENS = 8192, 2048
+TRTLLM_MAX_NUM_TOKENS = 8192
+TRTLLM_TOKENS_PER_BLOCK = 32  # kv_cache_config.tokens_per_block default
+
+
+@dataclass(frozen=True)
+class Fix:
+    """One change to the stack file that makes the deployment fit."""
+
+    field: str
+    value: Any
+    why: str
+    verdict: Verdict
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything `inferry plan` reports for one deployment."""
+
+    gpu: str
+    gpu_count: int
+    replicas: int
+    model: ModelInfo
+    weights_source: str
+    sizing: SizingInput
+    verdict: Verdict
+    throughput: Throughput
+    usd_per_hour: float
+    cpm_usd: float
+    residency: str | None
+    fixes: list[Fix] = field(default_factory=list)
+
+
+def replicas(d: Deployment) -> int:
+    """Engine instances the stack runs (SSH hosts, or Kubernetes replicas; the autoscaler's minimum)."""
+    t = d.target
+    if isinstance(t, KubernetesTarget):
+        return t.autoscaling.min_replicas if t.autoscaling else t.replicas
+    return len(t.hosts)
+
+
+def _batched_tokens(d: Deployment, gpu: catalog.GpuSpec) -> int:
+    e = d.engine
+    if isinstance(e, VllmEngine):
+        big = gpu.memory_mib >= 70 * 1024 and gpu.architecture != "ampere"
+        return e.max_num_batched_tokens or (BIG_GPU_BATCHED_TOKENS if big else SMALL_GPU_BATCHED_TOKENS)
+    return e.max_num_tokens or TRTLLM_MAX_NUM_TOKENS
+
+
+def sizing_input(d: Deployment, info: ModelInfo) -> tuple[SizingInput, str]:
+    """(the sizing input of one engine instance, where the weight figure came from)."""
+    e, gpu = d.engine, catalog.gpu(d.provider.gpu)
+    vllm = isinstance(e, VllmEngine)
+    quant = e.quantization if vllm else (e.quantization or (e.build.qformat if e.build else None))
+    quant = None if quant == "full_prec" else quant
+    dtype = e.dtype if vllm and e.dtype != "auto" else d.model.dtype
+    weights, source = weights_on_gpus(info, quant, dtype)
+    notes: tuple[str, ...] = ()
+    if vllm and quant == "fp8" and not gpu.fp8:
+        notes += (f"{gpu.key} has no FP8 tensor cores: vLLM runs fp8 weight-only (Marlin), slower",)
+    if d.provider.gpu_count > e.gpus:
+        notes += (f"provider.gpu_count {d.provider.gpu_count} but the engine uses {e.gpus}: "
+                  "the rest are paid for and idle",)
+    inp = SizingInput(
+        arch=info.arch, gpu=gpu, weights_bytes=weights,
+        max_model_len=e.max_model_len or info.arch.max_context, tp=e.tensor_parallel_size,
+        pp=e.pipeline_parallel_size, kv_dtype_bytes=1 if e.kv_cache_dtype.startswith("fp8") else 2,
+        engine="vllm" if vllm else "tensorrt-llm",
+        memory_fraction=e.gpu_memory_utilization if vllm else e.kv_cache_free_gpu_memory_fraction,
+        batched_tokens=_batched_tokens(d, gpu),
+        block_size=(e.block_size or 16) if vllm else TRTLLM_TOKENS_PER_BLOCK,
+        fp8_compute=not vllm and (quant == "fp8" or e.kv_cache_dtype.startswith("fp8")), notes=notes)
+    return inp, source
+
+
+def evaluate(d: Deployment, info: ModelInfo | None = None) -> tuple[SizingInput, Verdict, str]:
+    """(input, verdict, weights source) for a deployment."""
+    inp, source = sizing_input(d, info or resolve(d))
+    return inp, size(inp), source
+
+
+def make_plan(d: Deployment, measured_tps: float | None = None, read: Reader | None = None) -> Plan:
+    """The plan: fit and cost (infra.fit adds the fixes when it does not fit)."""
+    info = resolve(d, read)
+    inp, verdict, source = evaluate(d, info)
+    estimate, batch = decode_estimate(verdict.budget.weights, verdict.kv_bytes_per_token_per_gpu, inp.gpu,
+                                      verdict.kv_capacity_tokens, getattr(d.engine, "max_num_seqs", None))
+    tput = choose_throughput(measured_tps, d.provider.tokens_per_second, estimate, batch)
+    n = replicas(d)
+    hourly = usd_per_hour(d.provider.price_per_gpu_hour, d.provider.gpu_count, n)
+    per_replica = usd_per_hour(d.provider.price_per_gpu_hour, d.provider.gpu_count)
+    return Plan(gpu=inp.gpu.key, gpu_count=d.provider.gpu_count, replicas=n, model=info, weights_source=source,
+                sizing=inp, verdict=verdict, throughput=tput, usd_per_hour=hourly,
+                cpm_usd=cpm(per_replica, tput.tokens_per_second), residency=d.policy.residency)

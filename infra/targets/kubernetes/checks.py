@@ -1,0 +1,88 @@
+"""`inferry validate` checks for Kubernetes targets: names, label keys and values, quantities, scaling."""
+from __future__ import annotations
+
+import re
+
+from infra.config import Deployment, KubernetesTarget as TargetSection
+from infra.errors import Problem
+from infra.targets.kubernetes.names import app_name
+
+# Kubernetes apimachinery validation rules (k8s.io/apimachinery/pkg/util/validation).
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def label_key_problem(key: str) -> str | None:
+    """Why key is not a valid label key ([prefix/]name), or None."""
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
+        return "prefix must be a lowercase DNS subdomain (e.g. example.com)"
+    if not name or len(name) > 63 or not QUALIFIED_NAME.match(name):
+        return "name must be 1-63 characters: letters, digits, '-', '_', '.', alphanumeric at both ends"
+    return None
+
+
+def label_value_problem(value: str) -> str | None:
+    """Why value is not a valid label value, or None."""
+    if len(value) > 63 or not LABEL_VALUE.match(value):
+        return "label values are at most 63 characters: letters, digits, '-', '_', '.', alphanumeric at both ends"
+    return None
+
+
+def _labels(path: str, labels: dict[str, str]) -> list[Problem]:
+    problems = []
+    for key, value in labels.items():
+        why = label_key_problem(key)
+        if why:
+            problems.append(Problem(f"{path}.{key}", f"invalid label key: {why}", repr(key)))
+        why = label_value_problem(value)
+        if why:
+            problems.append(Problem(f"{path}.{key}", f"invalid label value: {why}", repr(value)))
+    return problems
+
+
+def _scaling(d: Deployment, t: TargetSection) -> list[Problem]:
+    a = t.autoscaling
+    problems = []
+    if a is not None and not a.scale_to_zero and a.metric is None and d.engine.kind != "vllm":
+        problems.append(Problem("target.autoscaling.metric", f"{d.engine.kind} exports no queue gauge inferry knows",
+                                hint="name a per-pod Prometheus gauge, or use scale_to_zero (HTTP add-on)"))
+    if a is not None and a.scale_to_zero and a.engine != "keda":
+        problems.append(Problem("target.autoscaling.scale_to_zero", "needs engine: keda (the HTTP add-on)",
+                                repr(a.engine)))
+    if a is not None and a.engine == "hpa" and a.cooldown_s > 3600:
+        problems.append(Problem("target.autoscaling.cooldown_s", "an HPA stabilization window is at most 3600 s",
+                                repr(a.cooldown_s), hint="lower it, or use engine: keda"))
+    floor = t.replicas if a is None else a.min_replicas
+    if t.pdb_min_available is not None and t.pdb_min_available >= max(floor, 1):
+        problems.append(Problem("target.pdb_min_available", f"not below the replica floor ({floor}): "
+                                "draining a node would wait forever", repr(t.pdb_min_available),
+                                hint="keep it at least one below replicas / min_replicas",
+                                severity="error" if a is None and t.pdb_min_available > t.replicas else "warning"))
+    if t.ingress and t.ingress.tls_secret is None:
+        problems.append(Problem("target.ingress.tls_secret", "no TLS: the API key would cross the network in clear",
+                                hint="name a kubernetes.io/tls Secret", severity="warning"))
+    return problems
+
+
+def check_kubernetes(d: Deployment) -> list[Problem]:
+    """Every Kubernetes-specific problem of a schema-valid deployment."""
+    t = d.target
+    if not isinstance(t, TargetSection):
+        return []
+    problems = _labels("target.labels", t.labels) + _labels("target.node_selector", t.node_selector)
+    problems += _scaling(d, t)
+    for i, tol in enumerate(t.tolerations):
+        why = label_key_problem(tol.key)
+        if why:
+            problems.append(Problem(f"target.tolerations[{i}].key", f"invalid taint key: {why}", repr(tol.key)))
+    if not t.context:
+        problems.append(Problem("target.context", "required: inferry never deploys to the ambient current-context",
+                                hint="set the kubeconfig context name (kubectl config get-contexts)"))
+    if t.weights_delivery != "stream" and not d.model.weights.startswith("s3://"):
+        problems.append(Problem("model.weights", "pods fetch weights from the store: expected s3://BUCKET/PREFIX",
+                                repr(d.model.weights)))
+    if len(app_name(d)) > 52:
+        problems.append(Problem("model.name", "too long for Kubernetes object names", repr(d.model.name)))
+    return problems

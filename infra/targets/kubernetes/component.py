@@ -1,0 +1,150 @@
+"""KubernetesTarget: the engine of a ServiceSpec on a Kubernetes cluster, as one Pulumi ComponentResource."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.errors import InferryError
+from infra.targets.kubernetes import build, pod, scaling, weights
+from infra.targets.kubernetes.context import Ctx, KubernetesTargetArgs
+
+TYPE = "inferry:targets:KubernetesTarget"
+S3_FIELDS = ("storage.access_key_id", "storage.secret_access_key")
+
+
+def kubeconfig_path(configured: str | None) -> str:
+    """The kubeconfig file, named explicitly: the stack's, else $KUBECONFIG's first file, else ~/.kube/config."""
+    path = configured or (os.environ.get("KUBECONFIG") or "").split(os.pathsep)[0] or "~/.kube/config"
+    return os.path.expanduser(path)
+
+
+def needed_secrets(ctx: Ctx, have: dict[str, Any]) -> dict[str, Any]:
+    """The secret values the pods reference (S3 keys when they fetch, and every secret env of the spec)."""
+    fields = [e.secret_field for e in ctx.spec.secret_env() if e.secret_field]
+    if ctx.spec.needs_auth_proxy:
+        fields.append("serving.api_key")
+    if ctx.wants_weights_volume or ctx.spec.build is not None:
+        fields += list(S3_FIELDS)
+    missing = sorted({f for f in fields if f not in have})
+    if missing:
+        raise InferryError(f"no secret value for {', '.join(missing)}",
+                           "reference it in the stack file ({config: KEY} or {env: VAR})", where="target")
+    return {f: have[f] for f in sorted(set(fields))}
+
+
+class KubernetesTarget(pulumi.ComponentResource):
+    """Namespace, Secret, ConfigMap, Deployment, Service; optional Ingress, PDB, autoscaler, monitor, build Job."""
+
+    endpoint: pulumi.Output[str]
+    model: pulumi.Output[str]
+    endpoints: pulumi.Output[list[str]]
+
+    def __init__(self, name: str, args: KubernetesTargetArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(TYPE, name, None, opts)
+        ctx = Ctx(args.deployment, args.spec)
+        self._ctx = ctx
+        self.objects: dict[str, pulumi.Resource] = {}  # role -> child, for inspection
+        self.waits_for: dict[str, tuple[str, ...]] = {}  # role -> roles it depends on
+        provider = k8s.Provider(f"{name}-provider", kubeconfig=kubeconfig_path(ctx.t.kubeconfig),
+                                context=ctx.t.context, opts=pulumi.ResourceOptions(parent=self))
+        self._opts = pulumi.ResourceOptions(parent=self, provider=provider)
+        ns = self._namespace()
+        base = ns + [self._secret(needed_secrets(ctx, dict(args.secrets)), ns), self._config(ns)]
+        if ctx.t.weights_delivery == "pvc" and ctx.wants_weights_volume:
+            base.append(self._make(k8s.core.v1.PersistentVolumeClaim, "weights", base,
+                                   metadata=ctx.meta(weights.pvc_name(ctx), "weights"), spec=weights.pvc_spec(ctx)))
+        if ctx.spec.build is not None:
+            base.append(self._build_job(base))
+        deployment = self._deployment(base)
+        service = self._make(k8s.core.v1.Service, "service", base, metadata=ctx.meta(ctx.name, "engine"),
+                             spec=scaling.service_spec(ctx))
+        self._extras(base + [deployment, service])
+        url = self._url()
+        self.endpoint = pulumi.Output.all(deployment.id, service.id).apply(lambda _: url)
+        self.model = pulumi.Output.from_input(ctx.spec.served_model_name or ctx.d.model.name)
+        self.endpoints = self.endpoint.apply(lambda u: [u])
+        self.register_outputs({"endpoint": self.endpoint, "model": self.model, "endpoints": self.endpoints})
+
+    def _make(self, cls: Any, suffix: str, deps: list, **kwargs: Any) -> Any:
+        opts = pulumi.ResourceOptions.merge(self._opts, pulumi.ResourceOptions(depends_on=deps))
+        if "custom_timeouts" in kwargs:
+            timeouts = pulumi.ResourceOptions(custom_timeouts=kwargs.pop("custom_timeouts"))
+            opts = pulumi.ResourceOptions.merge(opts, timeouts)
+        resource = cls(f"{self._ctx.name}-{suffix}", opts=opts, **kwargs)
+        roles = {id(r): role for role, r in self.objects.items()}
+        self.waits_for[suffix] = tuple(roles[id(d)] for d in deps)
+        self.objects[suffix] = resource
+        return resource
+
+    def _namespace(self) -> list:
+        if not self._ctx.t.create_namespace:
+            return []  # an existing namespace: referenced by name only
+        labels = {k: v for k, v in self._ctx.labels("namespace").items() if "instance" not in k}
+        return [self._make(k8s.core.v1.Namespace, "namespace", [], metadata={"name": self._ctx.ns, "labels": labels})]
+
+    def _secret(self, values: dict[str, Any], deps: list) -> Any:
+        return self._make(k8s.core.v1.Secret, "secrets", deps, type="Opaque",
+                          metadata=self._ctx.meta(self._ctx.secret_name, "secrets"),
+                          string_data={k: pulumi.Output.secret(v) for k, v in values.items()})
+
+    def _config(self, deps: list) -> Any:
+        data = pod.config_data(self._ctx)
+        self._digest = pod.digest(data)
+        return self._make(k8s.core.v1.ConfigMap, "config", deps,
+                          metadata=self._ctx.meta(self._ctx.config_name, "config"), data=data)
+
+    def _build_job(self, deps: list) -> Any:
+        ctx = self._ctx
+        env = [pod.env_entry(ctx, e) for e in ctx.spec.env]  # e.g. HF_TOKEN for the calibration data set
+        return self._make(k8s.batch.v1.Job, "build", deps, metadata=ctx.meta(build.build_job_name(ctx), "engine-build"),
+                          spec=build.build_job_spec(ctx, pod.pod_common(ctx), env),
+                          custom_timeouts=pulumi.CustomTimeouts(create="4h", update="4h"))
+
+    def _deployment(self, deps: list) -> Any:
+        ctx = self._ctx
+        wait = f"{ctx.t.startup_timeout_s + 600}s"  # the rollout waits for a model load, not 10 minutes
+        return self._make(k8s.apps.v1.Deployment, "deployment", deps, metadata=ctx.meta(ctx.name, "engine"),
+                          spec=pod.deployment_spec(ctx, self._digest),
+                          custom_timeouts=pulumi.CustomTimeouts(create=wait, update=wait))
+
+    def _extras(self, deps: list) -> None:
+        ctx, t = self._ctx, self._ctx.t
+        backend, port = ctx.name, ctx.spec.port
+        if ctx.scales_to_zero:
+            wake = self._make(k8s.core.v1.Service, "wake", deps, metadata=ctx.meta(f"{ctx.name}-wake", "wake"),
+                              spec=scaling.wake_service_spec(ctx))
+            self._custom("httpscaledobject", scaling.HTTP_ADDON_API, "HTTPScaledObject", ctx.name,
+                         scaling.http_scaled_object_spec(ctx), deps + [wake])
+            backend, port = f"{ctx.name}-wake", t.autoscaling.interceptor_port
+        elif t.autoscaling is not None and t.autoscaling.engine == "keda":
+            self._custom("scaledobject", scaling.KEDA_API, "ScaledObject", ctx.name,
+                         scaling.scaled_object_spec(ctx), deps)
+        elif t.autoscaling is not None:
+            self._make(k8s.autoscaling.v2.HorizontalPodAutoscaler, "hpa", deps,
+                       metadata=ctx.meta(ctx.name, "autoscaler"), spec=scaling.hpa_spec(ctx))
+        if t.ingress is not None:
+            self._make(k8s.networking.v1.Ingress, "ingress", deps, metadata=ctx.meta(ctx.name, "ingress"),
+                       spec=scaling.ingress_spec(ctx, backend, port))
+        if t.pdb_min_available is not None:
+            self._make(k8s.policy.v1.PodDisruptionBudget, "pdb", deps, metadata=ctx.meta(ctx.name, "engine"),
+                       spec=scaling.pdb_spec(ctx))
+        if t.service_monitor:
+            self._custom("servicemonitor", scaling.MONITOR_API, "ServiceMonitor", ctx.name,
+                         scaling.service_monitor_spec(ctx), deps)
+
+    def _custom(self, suffix: str, api: str, kind: str, obj_name: str, spec: dict, deps: list) -> Any:
+        return self._make(k8s.apiextensions.CustomResource, suffix, deps, api_version=api, kind=kind,
+                          metadata=self._ctx.meta(obj_name, "autoscaler" if kind != "ServiceMonitor" else "monitor"),
+                          spec=spec)
+
+    def _url(self) -> str:
+        ctx = self._ctx
+        if ctx.t.ingress is not None:
+            scheme = "https" if ctx.t.ingress.tls_secret else "http"
+            return f"{scheme}://{ctx.t.ingress.host}"
+        if ctx.scales_to_zero:  # through the interceptor, so that a request wakes a replica
+            return f"http://{ctx.name}-wake.{ctx.ns}.svc.cluster.local:{ctx.t.autoscaling.interceptor_port}"
+        return f"http://{ctx.name}.{ctx.ns}.svc.cluster.local:{ctx.spec.port}"

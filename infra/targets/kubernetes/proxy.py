@@ -1,0 +1,36 @@
+"""The auth-proxy sidecar for engines that cannot check an API key (TensorRT-LLM): nginx in front of the engine."""
+from __future__ import annotations
+
+from typing import Any
+
+from infra.targets.kubernetes.context import Ctx
+
+TEMPLATE = "auth-proxy.conf.template"
+# The nginx image renders /etc/nginx/templates/*.template with envsubst into conf.d at start.
+TEMPLATE_PATH = "/etc/nginx/templates/default.conf.template"
+
+
+def proxy_image() -> str:
+    """The same nginx image the SSH target's proxy uses."""
+    from infra.render import PROXY_IMAGE
+
+    return PROXY_IMAGE
+
+
+def proxy_container(ctx: Ctx) -> dict[str, Any]:
+    """nginx on the service port: /health and /metrics open, everything else needs `Bearer <api key>`."""
+    s = ctx.spec
+    env = [{"name": "INFERRY_PORT", "value": str(s.port)},
+           {"name": "INFERRY_ENGINE_PORT", "value": str(s.listen_port)},
+           {"name": "INFERRY_HEALTH_PATH", "value": s.health_path},
+           {"name": "INFERRY_METRICS_PATH", "value": s.metrics_path},
+           ctx.secret_ref("INFERRY_API_KEY", "serving.api_key")]
+    return {
+        "name": "auth-proxy", "image": proxy_image(), "env": env,
+        "ports": [{"name": "http", "containerPort": s.port, "protocol": "TCP"}],
+        "volumeMounts": [{"name": "config", "mountPath": TEMPLATE_PATH, "subPath": TEMPLATE, "readOnly": True}],
+        # Through the proxy to the engine: the pod is Ready only when both are.
+        "readinessProbe": {"httpGet": {"path": s.health_path, "port": "http"}, "periodSeconds": 5,
+                           "failureThreshold": 3, "timeoutSeconds": 5},
+        "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+    }

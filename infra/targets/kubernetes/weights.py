@@ -1,0 +1,129 @@
+"""Weight delivery on Kubernetes: init containers that fetch and verify, and the TensorRT engine-build Job."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from infra.engines.spec import MODELS_DIR
+from infra.storage.manifest import MANIFEST_NAME
+from infra.targets.kubernetes.context import SCRIPTS_DIR, Ctx
+
+TEMPLATES = Path(__file__).resolve().parents[3] / "templates" / "kubernetes"
+FETCH_SCRIPT = "fetch-weights.sh"
+VERIFY_SCRIPT = "verify-weights.py"
+UPLOAD_SCRIPT = "upload-engine.sh"
+
+
+def scripts(with_upload: bool = False) -> dict[str, str]:
+    """The helper scripts shipped in the ConfigMap, by file name (the upload one only for engine builds)."""
+    names = (FETCH_SCRIPT, VERIFY_SCRIPT) + ((UPLOAD_SCRIPT,) if with_upload else ())
+    return {n: (TEMPLATES / n).read_text(encoding="utf-8") for n in names}
+
+
+def build_prefix(ctx: Ctx) -> str | None:
+    """The store prefix of the built TensorRT engine, when the spec has a build step."""
+    if ctx.spec.build is None:
+        return None
+    key = ctx.spec.build.cache_key.removeprefix(f"s3://{ctx.d.storage.bucket}/")
+    return key.strip("/")
+
+
+def s3_env(ctx: Ctx) -> list[dict[str, Any]]:
+    """AWS CLI environment for the weight store; keys come from the Secret."""
+    s = ctx.d.storage
+    return [
+        {"name": "AWS_ENDPOINT_URL", "value": s.endpoint},
+        {"name": "AWS_DEFAULT_REGION", "value": s.region},
+        {"name": "ADDRESSING_STYLE", "value": s.addressing_style},
+        {"name": "HOME", "value": "/tmp"},  # the scripts write ~/.aws/config (addressing style)
+        ctx.secret_ref("AWS_ACCESS_KEY_ID", "storage.access_key_id"),
+        ctx.secret_ref("AWS_SECRET_ACCESS_KEY", "storage.secret_access_key"),
+    ]
+
+
+def weights_root(ctx: Ctx) -> str:
+    """Where the weights volume is mounted: MODELS_DIR when the model folder is below it (room for drafts)."""
+    return MODELS_DIR if ctx.spec.model_dir.startswith(MODELS_DIR + "/") else ctx.spec.model_dir
+
+
+def weight_mounts(ctx: Ctx, read_only: bool) -> list[dict[str, Any]]:
+    """Mounts of the weights (and built engine) volumes."""
+    mounts = [{"name": "weights", "mountPath": weights_root(ctx), "readOnly": read_only}]
+    if ctx.spec.build is not None:
+        mounts.append({"name": "engine-build", "mountPath": ctx.spec.build.output_dir, "readOnly": read_only})
+    return mounts
+
+
+def scripts_mount() -> dict[str, Any]:
+    """The ConfigMap's scripts, read-only."""
+    return {"name": "config", "mountPath": SCRIPTS_DIR, "readOnly": True}
+
+
+def weight_sets(ctx: Ctx) -> list[tuple[str, str, str]]:
+    """(s3:// source, folder, container suffix) of the model and each extra weights set (speculative drafts)."""
+    sets = [(ctx.d.model.weights, ctx.spec.model_dir, "weights")]
+    return sets + [(src, path, f"extra-{i}") for i, (src, path) in enumerate(ctx.spec.extra_weights)]
+
+
+def init_containers(ctx: Ctx) -> list[dict[str, Any]]:
+    """Fetch then verify each weights set; the first fetch also brings the built TensorRT engine."""
+    out = []
+    for i, (source, folder, suffix) in enumerate(weight_sets(ctx)):
+        out += [fetch_container(ctx, with_build=i == 0, source=source, folder=folder, suffix=suffix),
+                verify_container(ctx, folder, suffix)]
+    return out
+
+
+def fetch_container(ctx: Ctx, with_build: bool = True, source: str | None = None, folder: str | None = None,
+                    suffix: str = "weights") -> dict[str, Any]:
+    """Init container: copy one weights set (and the built engine) from the store into the weights volume."""
+    bucket, _, prefix = (source or ctx.d.model.weights).removeprefix("s3://").partition("/")
+    env = [{"name": "BUCKET", "value": bucket}, {"name": "PREFIX", "value": prefix.strip("/")},
+           {"name": "WEIGHTS_DIR", "value": folder or ctx.spec.model_dir},
+           {"name": "MANIFEST", "value": MANIFEST_NAME}]
+    prefix = build_prefix(ctx) if with_build else None
+    if prefix is not None:
+        env += [{"name": "BUILD_PREFIX", "value": prefix},
+                {"name": "BUILD_DIR", "value": ctx.spec.build.output_dir}]
+    mounts = weight_mounts(ctx, read_only=False)[: None if prefix is not None else 1]
+    return {
+        "name": f"fetch-{suffix}", "image": ctx.t.fetch_image,
+        "command": ["sh", f"{SCRIPTS_DIR}/{FETCH_SCRIPT}"],
+        "env": env + s3_env(ctx),
+        "volumeMounts": mounts + [scripts_mount()],
+        "resources": {"requests": {"cpu": "1", "memory": "512Mi"}},
+    }
+
+
+def verify_container(ctx: Ctx, folder: str | None = None, suffix: str = "weights") -> dict[str, Any]:
+    """Init container: check sizes and sha256 against the manifest, in the engine image (it has python3)."""
+    return {
+        "name": f"verify-{suffix}", "image": ctx.spec.image,
+        "command": ["python3", f"{SCRIPTS_DIR}/{VERIFY_SCRIPT}"],
+        "env": [{"name": "WEIGHTS_DIR", "value": folder or ctx.spec.model_dir},
+                {"name": "MANIFEST", "value": MANIFEST_NAME}],
+        "volumeMounts": weight_mounts(ctx, read_only=False)[:1] + [scripts_mount()],
+        "resources": {"requests": {"cpu": "2", "memory": "256Mi"}},
+    }
+
+
+def weights_volume(ctx: Ctx) -> dict[str, Any]:
+    """The weights volume: node-local emptyDir, or the shared PVC cache."""
+    if ctx.t.weights_delivery == "pvc":
+        return {"name": "weights", "persistentVolumeClaim": {"claimName": pvc_name(ctx)}}
+    return {"name": "weights", "emptyDir": {"sizeLimit": ctx.t.cache_size}}
+
+
+def pvc_name(ctx: Ctx) -> str:
+    """The PVC that caches weights across pod restarts."""
+    return f"{ctx.name}-weights"
+
+
+def pvc_spec(ctx: Ctx) -> dict[str, Any]:
+    """The cache PVC: ReadWriteMany when several replicas share it, else ReadWriteOnce."""
+    shared = ctx.t.replicas > 1 or ctx.t.autoscaling is not None
+    spec: dict[str, Any] = {"accessModes": ["ReadWriteMany" if shared else "ReadWriteOnce"],
+                            "resources": {"requests": {"storage": ctx.t.cache_size}}}
+    if ctx.t.storage_class:
+        spec["storageClassName"] = ctx.t.storage_class
+    return spec

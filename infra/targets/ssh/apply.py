@@ -1,0 +1,143 @@
+"""Apply or destroy an SSH target without the Pulumi CLI: the same providers, driven directly, hosts in parallel.
+
+    plan = plan_deployment(stack.deployment)        # infra.targets.ssh.plan
+    outcome = apply(plan, stack_secrets(stack))     # .endpoint, .endpoints, .count("writes"), .hosts[i].outputs
+    destroy(plan, stack_secrets(stack), remove_weights=False)
+"""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from infra.errors import InferryError, RemoteError
+from infra.targets.ssh import pool
+from infra.targets.ssh.args import props_of
+from infra.targets.ssh.plan import HostPlan, TargetPlan, with_depends
+from infra.targets.ssh.providers import HostProvider, LoadBalancerProvider, ServiceProvider, WeightsProvider
+
+PRIVATE_KEY, API_KEY = "target.private_key", "serving.api_key"
+S3_ACCESS, S3_SECRET = "storage.access_key_id", "storage.secret_access_key"
+
+
+@dataclass
+class HostOutcome:
+    """One replica: each step's outputs, or the error that stopped it."""
+
+    label: str
+    outputs: dict[str, dict] = field(default_factory=dict)
+    error: InferryError | None = None
+
+    @property
+    def endpoint(self) -> str | None:
+        """The replica's OpenAI base URL once healthy."""
+        return self.outputs.get("service", {}).get("endpoint")
+
+
+@dataclass
+class TargetOutcome:
+    """Every replica's outcome and the load balancer's."""
+
+    hosts: list[HostOutcome]
+    lb: dict | None = None
+
+    @property
+    def endpoints(self) -> list[str]:
+        """Healthy replicas' endpoints, in host order."""
+        return [h.endpoint for h in self.hosts if h.endpoint]
+
+    @property
+    def endpoint(self) -> str | None:
+        """What clients use: the load balancer if any, else the first replica."""
+        return (self.lb or {}).get("endpoint") or next(iter(self.endpoints), None)
+
+    def count(self, what: str) -> int:
+        """Total 'writes' or 'restarts' over every step on every host."""
+        outs = [o for h in self.hosts for o in h.outputs.values()] + ([self.lb] if self.lb else [])
+        return sum(int(o.get(what, 0)) for o in outs)
+
+    @property
+    def failed(self) -> list[HostOutcome]:
+        """Replicas that did not converge."""
+        return [h for h in self.hosts if h.error is not None]
+
+
+def stack_secrets(stack) -> dict[str, str]:
+    """Every secret the target needs, resolved for the CLI (env or Pulumi config), by stack field."""
+    from infra.secrets import resolve
+
+    refs = stack.deployment.secret_refs()
+    return {f: resolve(ref, stack.name, f, stack.path) for f, ref in refs.items()}
+
+
+def _secret_props(plan: TargetPlan, secrets: dict[str, str]) -> dict:
+    return {"private_key": secrets[PRIVATE_KEY], "max_parallel": plan.max_parallel}
+
+
+def _apply_host(hp: HostPlan, plan: TargetPlan, secrets: dict[str, str]) -> HostOutcome:
+    out = HostOutcome(hp.label)
+    common = _secret_props(plan, secrets)
+    try:
+        out.outputs["host"] = HostProvider().create({**props_of(hp.host), **common}).outs
+        digests = []
+        for i, wa in enumerate(hp.weights):
+            w = {**props_of(wa), **common, "access_key_id": secrets[S3_ACCESS], "secret_access_key": secrets[S3_SECRET]}
+            out.outputs["weights" if i == 0 else f"weights{i}"] = outs = WeightsProvider().create(w).outs
+            digests.append(outs["manifest_sha256"])
+        depends = " ".join(digests)
+        values = {f: secrets[f] for f in plan.secret_fields}
+        svc = {**props_of(with_depends(hp.service, depends)), **common, "secret_values": values}
+        out.outputs["service"] = ServiceProvider().create(svc).outs
+    except InferryError as e:
+        out.error = e
+    except Exception as e:  # noqa: BLE001 - one host's bug must not hide the others' results
+        out.error = RemoteError(f"unexpected {type(e).__name__}: {e}", "report this as a bug", where=f"host {hp.label}")
+    if out.error is not None:
+        pool.drop(hp.host.conn)
+    return out
+
+
+def _raise_if_failed(res: TargetOutcome, verb: str) -> None:
+    if not res.failed:
+        return
+    ok = [f"{h.label} ({h.endpoint})" for h in res.hosts if h.error is None]
+    lines = [e.error.render().replace("\n", "\n    ") for e in res.failed]
+    err = RemoteError(f"{verb} failed on {len(res.failed)} of {len(res.hosts)} hosts:\n  - " + "\n  - ".join(lines)
+                      + (f"\n  converged: {', '.join(ok)}" if ok else ""),
+                      "fix the hosts named above and apply again; converged hosts will not be touched")
+    err.outcome = res  # type: ignore[attr-defined]
+    raise err
+
+
+def apply(plan: TargetPlan, secrets: dict[str, str]) -> TargetOutcome:
+    """Converge every host (at most max_parallel at once), then the load balancer; raises naming failed hosts."""
+    with ThreadPoolExecutor(max_workers=plan.max_parallel) as ex:
+        hosts = list(ex.map(lambda hp: _apply_host(hp, plan, secrets), plan.hosts))
+    res = TargetOutcome(hosts)
+    _raise_if_failed(res, "apply")
+    if plan.lb is not None:
+        res.lb = LoadBalancerProvider().create({**props_of(plan.lb), **_secret_props(plan, secrets),
+                                                "api_key": secrets.get(API_KEY, "")}).outs
+    return res
+
+
+def destroy(plan: TargetPlan, secrets: dict[str, str], remove_weights: bool = False) -> TargetOutcome:
+    """Stop and remove the service (and the load balancer) on every host; weights stay unless asked."""
+    common = _secret_props(plan, secrets)
+    if plan.lb is not None:
+        LoadBalancerProvider().delete("lb", {**props_of(plan.lb), **common})
+
+    def one(hp: HostPlan) -> HostOutcome:
+        out = HostOutcome(hp.label)
+        try:
+            ServiceProvider().delete(hp.label, {**props_of(hp.service), **common})
+            for wa in hp.weights:
+                w = props_of(wa) | {"keep_on_destroy": not remove_weights}
+                WeightsProvider().delete(hp.label, {**w, **common})
+        except InferryError as e:
+            out.error = e
+        return out
+
+    with ThreadPoolExecutor(max_workers=plan.max_parallel) as ex:
+        res = TargetOutcome(list(ex.map(one, plan.hosts)))
+    _raise_if_failed(res, "destroy")
+    return res

@@ -1,0 +1,58 @@
+"""Provider inputs (plain dicts, as Pulumi carries them) <-> the typed arguments of each step."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from infra.targets.ssh.files import RemoteFile
+from infra.targets.ssh.host import HostArgs
+from infra.targets.ssh.lb import LbArgs
+from infra.targets.ssh.pool import Conn
+from infra.targets.ssh.service import ServiceArgs
+from infra.targets.ssh.weights import Store, WeightsArgs
+
+
+def asdict(report: Any) -> dict:
+    """A step's report as provider outputs."""
+    return dataclasses.asdict(report)
+
+
+def host_args(p: dict) -> HostArgs:
+    """HostProvider inputs -> HostArgs."""
+    return HostArgs(Conn.from_dict(p["conn"]), str(p["gpu"]), int(p["gpu_count"]), str(p["engine"]),
+                    str(p["runtime"]), bool(p["install_docker"]), str(p["weights_cache"]))
+
+
+def weights_args(p: dict) -> WeightsArgs:
+    """WeightsProvider inputs -> WeightsArgs."""
+    st = p["store"]
+    store = Store(st["endpoint"], st["region"], st["bucket"], st["prefix"], st.get("addressing_style", "path"))
+    return WeightsArgs(Conn.from_dict(p["conn"]), store, str(p["model_dir"]), int(p.get("parallel", 8)), bool(p.get("trt_build", False)), str(p["ops_log"]),
+                       bool(p.get("keep_on_destroy", True)))
+
+
+def service_args(p: dict) -> ServiceArgs:
+    """ServiceProvider inputs -> ServiceArgs."""
+    files = tuple(RemoteFile(f["path"], f["content"], int(f.get("mode", 0o644))) for f in p.get("files") or [])
+    return ServiceArgs(Conn.from_dict(p["conn"]), str(p["runtime"]), str(p["name"]), str(p["service_dir"]), files,
+                       dict(p["spec"]), int(p.get("health_timeout_s", 900)), str(p.get("depends", "")),
+                       str(p.get("public_address", "")))
+
+
+def lb_args(p: dict) -> LbArgs:
+    """LoadBalancerProvider inputs -> LbArgs."""
+    return LbArgs(Conn.from_dict(p["conn"]), str(p["service_dir"]), int(p["port"]),
+                  tuple(str(u) for u in p["upstreams"]), str(p.get("model", "")),
+                  str(p.get("public_address", "")))
+
+
+def props_of(a: Any) -> dict:
+    """Typed step arguments -> provider inputs (the inverse of the functions above)."""
+    d = dataclasses.asdict(a)
+    d["conn"] = a.conn.to_dict()
+    if "files" in d:
+        d["files"] = [{"path": f.path, "content": f.content, "mode": f.mode} for f in a.files]
+    for k in ("upstreams",):
+        if k in d:
+            d[k] = list(d[k])
+    return d

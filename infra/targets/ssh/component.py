@@ -1,0 +1,113 @@
+"""SshTarget: the ComponentResource that puts the engine on SSH hosts (children: one dynamic step each)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import Resource
+
+from infra.config import Deployment
+from infra.engines.spec import ServiceSpec
+from infra.targets.ssh.args import props_of
+from infra.targets.ssh.plan import plan as make_plan
+from infra.targets.ssh.providers import HostProvider, LoadBalancerProvider, ServiceProvider, WeightsProvider
+
+PRIVATE_KEY, API_KEY = "target.private_key", "serving.api_key"
+
+
+class HostStep(Resource, module="inferry", name="SshHost"):
+    """Facts, preflight and prerequisites on one host."""
+
+    def __init__(self, name: str, props: dict, opts: pulumi.ResourceOptions):
+        super().__init__(HostProvider(), name, {**props, "os": None, "gpus": None, "driver": None}, opts)
+
+
+class WeightsStep(Resource, module="inferry", name="SshWeights"):
+    """The model's weights in one host's cache."""
+
+    manifest_sha256: pulumi.Output[str]
+
+    def __init__(self, name: str, props: dict, opts: pulumi.ResourceOptions):
+        super().__init__(WeightsProvider(), name, {**props, "manifest_sha256": None, "model_dir": None}, opts)
+
+
+class ServiceStep(Resource, module="inferry", name="SshService"):
+    """The engine service on one host, healthy."""
+
+    endpoint: pulumi.Output[str]
+
+    def __init__(self, name: str, props: dict, opts: pulumi.ResourceOptions):
+        super().__init__(ServiceProvider(), name, {**props, "endpoint": None}, opts)
+
+
+class LoadBalancerStep(Resource, module="inferry", name="SshLoadBalancer"):
+    """nginx round-robin over the replicas."""
+
+    endpoint: pulumi.Output[str]
+
+    def __init__(self, name: str, props: dict, opts: pulumi.ResourceOptions):
+        super().__init__(LoadBalancerProvider(), name, {**props, "endpoint": None}, opts)
+
+
+def _joined(digests: list) -> str:
+    return " ".join(x or "" for x in digests)
+
+
+@dataclass(frozen=True)
+class SshTargetArgs:
+    """What the component needs: the deployment, the engine's service, and the secrets as Outputs by field."""
+
+    deployment: Deployment
+    spec: ServiceSpec
+    secrets: dict[str, Any]  # stack field path -> secret pulumi Output (infra.secrets.output)
+
+
+class SshTarget(pulumi.ComponentResource):
+    """Every host a healthy replica; outputs endpoint (LB or first replica), endpoints and model."""
+
+    endpoint: pulumi.Output[str]
+    endpoints: pulumi.Output[list]
+    model: str
+
+    def __init__(self, name: str, args: SshTargetArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("inferry:ssh:Target", name, None, opts)
+        plan = make_plan(args.deployment, args.spec)
+        sec = args.secrets
+        common = {"private_key": sec[PRIVATE_KEY], "max_parallel": plan.max_parallel,
+                  "private_key_ref": args.deployment.target.private_key.model_dump(exclude_none=True)}
+        secret_values = pulumi.Output.secret(pulumi.Output.all(**{f: sec[f] for f in plan.secret_fields}))
+        services = []
+        for hp in plan.hosts:
+            base = f"{name}-{hp.label}"
+            host = HostStep(f"{base}-host", {**props_of(hp.host), **common}, pulumi.ResourceOptions(parent=self))
+            svc = props_of(hp.service)
+            after: list[pulumi.Resource] = [host]
+            for i, wa in enumerate(hp.weights):
+                after.append(WeightsStep(f"{base}-weights" + (f"-{i}" if i else ""),
+                                         {**props_of(wa), **common, "access_key_id": sec["storage.access_key_id"],
+                                          "secret_access_key": sec["storage.secret_access_key"]},
+                                         pulumi.ResourceOptions(parent=self, depends_on=[host])))
+            digests = [w.manifest_sha256 for w in after[1:]]
+            svc["depends"] = pulumi.Output.all(*digests).apply(_joined) if digests else ""
+            svc.update(common, secret_values=secret_values)
+            services.append(ServiceStep(f"{base}-service", svc, pulumi.ResourceOptions(parent=self, depends_on=after)))
+        self.endpoints = pulumi.Output.all(*[s.endpoint for s in services])
+        self.endpoint = self.endpoints.apply(lambda e: e[0] if e else "")
+        if plan.lb is not None:
+            lb = LoadBalancerStep(f"{name}-lb", {**props_of(plan.lb), **common, "api_key": sec.get(API_KEY, "")},
+                                  pulumi.ResourceOptions(parent=self, depends_on=services))
+            self.endpoint = lb.endpoint
+        self.model = args.deployment.model.name
+        self.register_outputs({"endpoint": self.endpoint, "endpoints": self.endpoints, "model": self.model})
+
+
+def build(d: Deployment) -> dict[str, Any]:
+    """The stack's SSH target; returns its exports (program.py calls this for target.kind ssh)."""
+    from infra.render import ssh_spec
+    from infra.secrets import output
+
+    spec = ssh_spec(d)
+    secrets = {f: output(ref, f) for f, ref in d.secret_refs().items()}
+    t = SshTarget("ssh", SshTargetArgs(d, spec, secrets))
+    return {"endpoint": t.endpoint, "endpoints": t.endpoints}

@@ -1,0 +1,112 @@
+"""A deployment -> the typed arguments of every step on every host (what the providers receive)."""
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, replace
+
+from infra.config import Deployment, SshHost, SshTarget
+from infra.engines.common import weights_dir  # host path = the engines' layout under the cache
+from infra.engines.spec import ServiceSpec
+from infra.errors import ConfigError
+from infra.targets.ssh.checks import ssh_checks
+from infra.targets.ssh.files import RemoteFile
+from infra.targets.ssh.host import HostArgs
+from infra.targets.ssh.lb import LbArgs
+from infra.targets.ssh.pool import Conn
+from infra.targets.ssh.runtime import Runtime
+from infra.targets.ssh.service import ServiceArgs
+from infra.targets.ssh.speccodec import to_data
+from infra.targets.ssh.weights import Store, WeightsArgs
+
+SERVICE_NAME = "inferry-engine"  # the systemd unit infra.render writes (render.UNIT without .service)
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    """The steps of one replica."""
+
+    label: str
+    host: HostArgs
+    weights: tuple[WeightsArgs, ...]  # the model, then extra weights (a draft); none when streamed or on the host
+    service: ServiceArgs
+
+
+@dataclass(frozen=True)
+class TargetPlan:
+    """Every replica, and the load balancer if the stack names one."""
+
+    hosts: tuple[HostPlan, ...]
+    lb: LbArgs | None
+    max_parallel: int
+    secret_fields: tuple[str, ...] = ()  # stack fields whose values the service's secret files need
+
+
+def conn_of(t: SshTarget, h: SshHost) -> Conn:
+    """A host's connection settings."""
+    return Conn(h.address, h.port, h.user, h.label, h.host_key, t.known_hosts, t.trust_on_first_use)
+
+
+def service_files(d: Deployment, spec: ServiceSpec) -> tuple[RemoteFile, ...]:
+    """The non-secret files infra.render lays out; the unit goes to systemd (docker), or is unused (process)."""
+    from infra.render import UNIT, render_ssh_files
+
+    t = d.target
+    out = []
+    for f in render_ssh_files(d, spec):
+        if f.name == UNIT:
+            if t.runtime == "docker":
+                out.append(RemoteFile(Runtime("docker", SERVICE_NAME, t.service_dir).unit_path, f.content, f.mode))
+            continue  # the process runtime has its own supervisor (hosts without systemd)
+        out.append(RemoteFile(posixpath.join(t.service_dir, f.name), f.content, f.mode))
+    return tuple(out)
+
+
+def _check(d: Deployment) -> None:
+    errors = [p for p in ssh_checks(d) if p.severity == "error"]
+    if errors:
+        raise ConfigError("stack", errors)
+
+
+def plan(d: Deployment, spec: ServiceSpec) -> TargetPlan:
+    """Step arguments for every host; spec from infra.render.ssh_spec (host paths for the process runtime)."""
+    t = d.target
+    assert isinstance(t, SshTarget)
+    _check(d)
+    files, data = service_files(d, spec), to_data(spec)
+    sources = [] if spec.streams_weights else [d.model.weights] + [src for src, _ in spec.extra_weights]
+    ops_log = posixpath.join(t.service_dir, "ops.log")
+    hosts = []
+    for h in t.hosts:
+        c = conn_of(t, h)
+        host = HostArgs(c, d.provider.gpu, d.provider.gpu_count, d.engine.kind, t.runtime, t.install_docker,
+                        t.weights_cache)
+        weights = tuple(WeightsArgs(c, _store(d, src), weights_dir(src, t.weights_cache),
+                                    trt_build=spec.build is not None and i == 0, ops_log=ops_log)
+                        for i, src in enumerate(sources) if src.startswith("s3://"))
+        svc = ServiceArgs(c, t.runtime, SERVICE_NAME, t.service_dir, files, data, t.health_timeout_s)
+        hosts.append(HostPlan(h.label, host, weights, svc))
+    lb = None
+    if t.load_balancer is not None:
+        lbh = next(h for h in t.hosts if t.load_balancer.host in (h.label, h.address))
+        lb = LbArgs(conn_of(t, lbh), posixpath.join(t.service_dir, "lb"), t.load_balancer.port,
+                    tuple(f"{h.address}:{spec.port}" for h in t.hosts), spec.served_model_name or d.model.name)
+    fields = tuple(sorted({e.secret_field for e in spec.secret_env() if e.secret_field} | {"serving.api_key"}))
+    return TargetPlan(tuple(hosts), lb, t.max_parallel, fields)
+
+
+def _store(d: Deployment, source: str) -> Store:
+    """The store holding an s3://BUCKET/PREFIX source (the stack's storage endpoint and keys)."""
+    bucket, _, prefix = source[5:].partition("/")
+    return Store(d.storage.endpoint, d.storage.region, bucket, prefix.strip("/"), d.storage.addressing_style)
+
+
+def plan_deployment(d: Deployment) -> TargetPlan:
+    """The plan with the engine's service as an SSH host runs it."""
+    from infra.render import ssh_spec
+
+    return plan(d, ssh_spec(d))
+
+
+def with_depends(s: ServiceArgs, weights_digest: str) -> ServiceArgs:
+    """The service restarts when the weights it serves change."""
+    return replace(s, depends=weights_digest)

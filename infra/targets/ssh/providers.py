@@ -1,0 +1,146 @@
+"""Pulumi dynamic providers for the SSH steps: honest diffs, secrets in as inputs, never out as outputs."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from typing import Any
+
+from pulumi.dynamic import ConfigureRequest, CreateResult, DiffResult, ResourceProvider, UpdateResult
+
+from infra.targets.ssh import args as A
+from infra.targets.ssh.host import ensure_host
+from infra.targets.ssh.lb import ensure_lb, remove_lb
+from infra.targets.ssh.service import ensure_service, remove_service
+from infra.targets.ssh.weights import ensure_weights, presigned, remove_weights
+
+SECRETS = ("private_key", "access_key_id", "secret_access_key", "secret_values", "api_key")
+_SLOTS: dict[int, threading.BoundedSemaphore] = {}
+_SLOTS_GUARD = threading.Lock()
+
+
+def _slot(n: int) -> threading.BoundedSemaphore:
+    """target.max_parallel: at most n hosts worked on at once in this process."""
+    with _SLOTS_GUARD:
+        return _SLOTS.setdefault(n, threading.BoundedSemaphore(n))
+
+
+def _plain(value: Any) -> Any:
+    """Pulumi hands numbers back as floats: 8.0 and 8 must digest alike."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(_plain(value), sort_keys=True, default=str).encode()).hexdigest()
+
+
+def fingerprint(props: dict) -> dict:
+    """Per-input digests (secrets only as one salted digest) stored in outputs, so diff compares inputs."""
+    plain = {k: _digest(v) for k, v in props.items() if k not in SECRETS and not k.startswith("__")}
+    secret = _digest(["inferry-secrets-v1"] + [props.get(k) for k in SECRETS])
+    return {"inputs": plain, "secrets": secret}
+
+
+class _Step(ResourceProvider):
+    """Shared diff and CRUD plumbing; subclasses implement _apply and _remove."""
+
+    replace_on: tuple[str, ...] = ("conn",)  # another host is another resource
+    _cfg: Any = None
+
+    def configure(self, req: ConfigureRequest) -> None:
+        """Keep the stack config: delete reads the SSH key through its reference, not from state."""
+        # ConfigureRequest.config is "stack configuration for the current deployment" (Pulumi dynamic docs).
+        self._cfg = req.config
+
+    def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
+        """Changed when any input's digest differs from the one recorded at the last apply."""
+        old, new = olds.get("fingerprint") or {}, fingerprint(news)
+        keys = set(old.get("inputs", {})) | set(new["inputs"])
+        changed = [k for k in sorted(keys) if old.get("inputs", {}).get(k) != new["inputs"].get(k)]
+        if old.get("secrets") != new["secrets"]:
+            changed.append("secrets")
+        replaces = [k for k in changed if k in self.replace_on]
+        return DiffResult(changes=bool(changed), replaces=replaces, stables=[], delete_before_replace=True)
+
+    def create(self, props: dict) -> CreateResult:
+        """Converge the host to the inputs (safe to repeat)."""
+        outs = self._run(props)
+        return CreateResult(id_=f"{props['conn']['address']}:{int(props['conn'].get('port', 22))}", outs=outs)
+
+    def update(self, _id: str, _olds: dict, news: dict) -> UpdateResult:
+        """Same as create: read state, change only the difference."""
+        return UpdateResult(outs=self._run(news))
+
+    def delete(self, _id: str, props: dict) -> None:
+        """Remove what the step put on the host."""
+        key = props.get("private_key") or self._resolve(props.get("private_key_ref") or {})
+        with _slot(int(props.get("max_parallel", 8))):
+            self._remove(props, key)
+
+    def _run(self, props: dict) -> dict:
+        with _slot(int(props.get("max_parallel", 8))):
+            report = self._apply(props)
+        keep = {k: v for k, v in props.items() if k not in SECRETS and not k.startswith("__")}
+        return {**keep, **report, "fingerprint": fingerprint(props)}
+
+    def _resolve(self, ref: dict) -> str:
+        """A secret by reference: Pulumi config (given to configure) or an environment variable."""
+        if ref.get("config") and self._cfg is not None:
+            return str(self._cfg.get(f"inferry:{ref['config']}") or "")
+        return os.environ.get(ref.get("env") or "", "")
+
+    def _apply(self, props: dict) -> dict:
+        raise NotImplementedError
+
+    def _remove(self, props: dict, key: str) -> None:
+        raise NotImplementedError
+
+
+class HostProvider(_Step):
+    """Facts, preflight, Docker + NVIDIA toolkit when allowed."""
+
+    def _apply(self, props: dict) -> dict:
+        return A.asdict(ensure_host(A.host_args(props), props["private_key"]))
+
+    def _remove(self, props: dict, key: str) -> None:
+        return None  # installed software stays: other things on the host may use it
+
+
+class WeightsProvider(_Step):
+    """Weights into the host's cache from presigned URLs; the S3 keys stay on this machine."""
+
+    def _apply(self, props: dict) -> dict:
+        a = A.weights_args(props)
+        entries = presigned(a.store, props["access_key_id"], props["secret_access_key"])
+        return A.asdict(ensure_weights(a, props["private_key"], entries))
+
+    def _remove(self, props: dict, key: str) -> None:
+        remove_weights(A.weights_args(props), key)
+
+
+class ServiceProvider(_Step):
+    """Service files, restart when needed, health gate; outputs the endpoint."""
+
+    def _apply(self, props: dict) -> dict:
+        r = ensure_service(A.service_args(props), props["private_key"], dict(props.get("secret_values") or {}))
+        return A.asdict(r)
+
+    def _remove(self, props: dict, key: str) -> None:
+        remove_service(A.service_args(props), key)
+
+
+class LoadBalancerProvider(_Step):
+    """nginx round-robin over the replicas on one host."""
+
+    def _apply(self, props: dict) -> dict:
+        return A.asdict(ensure_lb(A.lb_args(props), props["private_key"], props.get("api_key") or ""))
+
+    def _remove(self, props: dict, key: str) -> None:
+        remove_lb(A.lb_args(props), key)

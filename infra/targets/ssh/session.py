@@ -1,0 +1,214 @@
+"""The paramiko layer: verified, key-authenticated SSH sessions whose every failure is a RemoteError."""
+from __future__ import annotations
+
+import io
+import shlex
+import socket
+import stat
+import threading
+import uuid
+import dataclasses
+from dataclasses import dataclass
+
+import paramiko
+
+from infra.errors import RemoteError
+from infra.targets.ssh.hostkeys import HostKeyPolicy, verify
+
+CONNECT_TIMEOUT_S = 15.0
+
+
+@dataclass(frozen=True)
+class Conn:
+    """A host's connection settings as provider inputs carry them (the private key travels separately, secret)."""
+
+    address: str
+    port: int = 22
+    user: str = "root"
+    name: str = ""
+    host_key: str | None = None  # pinned 'TYPE BASE64'
+    known_hosts: str | None = None
+    trust_on_first_use: bool = False
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Conn":
+        """From provider inputs (numbers may arrive as floats)."""
+        return cls(str(d["address"]), int(d.get("port", 22)), str(d.get("user", "root")), str(d.get("name") or ""),
+                   d.get("host_key") or None, d.get("known_hosts") or None, bool(d.get("trust_on_first_use", False)))
+
+    def to_dict(self) -> dict:
+        """For provider inputs."""
+        return dataclasses.asdict(self)
+
+    @property
+    def policy(self) -> HostKeyPolicy:
+        """How the host's key is trusted."""
+        return HostKeyPolicy(self.host_key, self.known_hosts, self.trust_on_first_use)
+
+    @property
+    def label(self) -> str:
+        """The host as messages name it."""
+        return self.name or self.address
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a remote command printed and how it exited."""
+
+    code: int
+    out: str
+    err: str
+
+
+def load_key(text: str, where: str) -> paramiko.PKey:
+    """A private key from its text (OpenSSH or PEM; ed25519, ECDSA or RSA)."""
+    for cls in (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey):
+        try:
+            return cls.from_private_key(io.StringIO(text))
+        except (paramiko.SSHException, ValueError, TypeError, IndexError):
+            continue
+    raise RemoteError("the SSH private key could not be read (expected an unencrypted OpenSSH or PEM key)",
+                      "store the key text with `pulumi config set --secret inferry:sshPrivateKey < KEYFILE`",
+                      where=where)
+
+
+class Session:
+    """One authenticated SSH connection: run commands, read and write files atomically."""
+
+    def __init__(self, conn: Conn, transport: paramiko.Transport):
+        self.conn = conn
+        self._t = transport
+        self._sftp: paramiko.SFTPClient | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def alive(self) -> bool:
+        """Whether the connection is still up."""
+        return self._t.is_active()
+
+    @property
+    def sudo(self) -> str:
+        """The prefix that runs a command as root ('' when logged in as root)."""
+        return "" if self.conn.user == "root" else "sudo -n "
+
+    def _fail(self, step: str, e: BaseException, fix: str) -> RemoteError:
+        return RemoteError(f"{step} failed: {type(e).__name__}: {e}", fix, where=f"host {self.conn.label}")
+
+    def run(self, cmd: str, step: str, *, stdin: str = "", check: bool = True, timeout: float = 600) -> Result:
+        """Run a shell command (as root); a non-zero exit raises RemoteError unless check is False."""
+        full = f"{self.sudo}sh -c {shlex.quote(cmd)}"
+        try:
+            chan = self._t.open_session(timeout=CONNECT_TIMEOUT_S)
+            chan.settimeout(timeout)
+            chan.exec_command(full)
+            if stdin:
+                chan.sendall(stdin.encode())
+            chan.shutdown_write()
+            out, err = _drain(chan)
+            code = chan.recv_exit_status()
+            chan.close()
+        except (OSError, EOFError, paramiko.SSHException) as e:
+            raise self._fail(step, e, "check that the host is up and sshd is running, then apply again") from None
+        res = Result(code, out.decode(errors="replace"), err.decode(errors="replace"))
+        if check and code != 0:
+            tail = (res.err.strip() or res.out.strip())[-1500:]
+            raise RemoteError(f"{step} failed (exit {code}): {tail}",
+                              "fix the cause shown above on the host, then apply again",
+                              where=f"host {self.conn.label}")
+        return res
+
+    def sftp(self, step: str) -> paramiko.SFTPClient:
+        """The connection's SFTP channel, opened once."""
+        with self._lock:
+            if self._sftp is None:
+                try:
+                    self._sftp = paramiko.SFTPClient.from_transport(self._t)
+                except (OSError, EOFError, paramiko.SSHException) as e:
+                    raise self._fail(step, e, "enable the sftp subsystem in sshd_config "
+                                              "(Subsystem sftp internal-sftp)") from None
+            return self._sftp
+
+    def put(self, path: str, data: bytes, mode: int, step: str) -> None:
+        """Write a file atomically: a temporary file next to it with its mode, then rename."""
+        tmp = f"{path}.inferry-{uuid.uuid4().hex[:8]}"
+        if self.sudo:
+            staged = f"/tmp/inferry-{uuid.uuid4().hex}"
+            self._put_plain(staged, data, 0o600, step)
+            self.run(f"install -D -m {mode:o} {shlex.quote(staged)} {shlex.quote(tmp)} && "
+                     f"mv -f {shlex.quote(tmp)} {shlex.quote(path)}; rc=$?; rm -f {shlex.quote(staged)}; exit $rc",
+                     step)
+            return
+        self._put_plain(tmp, data, mode, step)
+        try:
+            self.sftp(step).posix_rename(tmp, path)
+        except (OSError, EOFError, paramiko.SSHException) as e:
+            raise self._fail(step, e, f"check that {path} is writable on the host") from None
+
+    def _put_plain(self, path: str, data: bytes, mode: int, step: str) -> None:
+        sftp = self.sftp(step)
+        try:
+            # Create with the final mode so a secret file is never readable by others, not even briefly.
+            with sftp.open(path, "wb") as f:
+                f.chmod(mode)
+                f.write(data)
+            if stat.S_IMODE(sftp.stat(path).st_mode) != mode:
+                sftp.chmod(path, mode)
+        except (OSError, EOFError, paramiko.SSHException) as e:
+            raise self._fail(step, e, f"check that the folder of {path} exists and is writable") from None
+
+    def close(self) -> None:
+        """Close the SFTP channel and the connection."""
+        if self._sftp is not None:
+            self._sftp.close()
+        self._t.close()
+
+
+def _drain(chan: paramiko.Channel) -> tuple[bytes, bytes]:
+    """Read stdout and stderr together so neither fills its window and stalls the other."""
+    out, err = bytearray(), bytearray()
+    while True:
+        got = False
+        if chan.recv_ready():
+            out += chan.recv(65536)
+            got = True
+        if chan.recv_stderr_ready():
+            err += chan.recv_stderr(65536)
+            got = True
+        if not got:
+            if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
+                # Closed streams: read what is left (recv returns b"" at EOF).
+                while (chunk := chan.recv(65536)):
+                    out += chunk
+                while (chunk := chan.recv_stderr(65536)):
+                    err += chunk
+                return bytes(out), bytes(err)
+            chan.status_event.wait(0.005)
+
+
+def connect(ep: Conn, key: paramiko.PKey, step: str = "connect") -> Session:
+    """Open, verify the host key, authenticate; every failure names the host, step and fix."""
+    where = f"host {ep.label} ({ep.address}:{ep.port})"
+    try:
+        sock = socket.create_connection((ep.address, ep.port), timeout=CONNECT_TIMEOUT_S)
+    except OSError as e:
+        raise RemoteError(f"{step}: cannot reach {ep.address}:{ep.port}: {e.strerror or e}",
+                          "check the address and port, that the host is up, sshd is running and no firewall "
+                          "blocks the port", where=where) from None
+    t = paramiko.Transport(sock)
+    try:
+        t.start_client(timeout=CONNECT_TIMEOUT_S)
+        verify(ep.address, ep.port, t.get_remote_server_key(), ep.policy, where)
+        t.auth_publickey(ep.user, key)
+    except paramiko.AuthenticationException:
+        t.close()
+        raise RemoteError(f"{step}: the server refused key authentication for user {ep.user!r}",
+                          f"add the public key to ~{ep.user}/.ssh/authorized_keys on the host, or fix target.hosts[].user",
+                          where=where) from None
+    except (OSError, EOFError, paramiko.SSHException) as e:
+        t.close()
+        raise RemoteError(f"{step}: SSH handshake failed: {type(e).__name__}: {e}",
+                          "check that the port speaks SSH and sshd is healthy (see its log)", where=where) from None
+    except RemoteError:
+        t.close()
+        raise
+    return Session(ep, t)

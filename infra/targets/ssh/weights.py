@@ -1,0 +1,126 @@
+"""Step 2 on each host: weights from the store into the host's cache with presigned URLs and curl, sha256-checked."""
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import shlex
+from dataclasses import dataclass
+
+from infra.errors import RemoteError
+from infra.targets.ssh import preflight
+from infra.targets.ssh.facts import parse_df
+from infra.targets.ssh.oplog import Ops
+from infra.targets.ssh.pool import Conn, session
+from infra.targets.ssh.runtime import script
+
+MARKER = ".inferry-manifest"  # holds the digest of the manifest the folder was last verified against
+PRESIGN_EXPIRES_S = 3600
+
+
+@dataclass(frozen=True)
+class FetchEntry:
+    """One file to fetch: where it goes, what it must be, and a presigned GET URL."""
+
+    path: str
+    size: int
+    sha256: str
+    url: str
+
+
+@dataclass(frozen=True)
+class Store:
+    """Where the weights live (non-secret part; the keys travel as secret inputs)."""
+
+    endpoint: str
+    region: str
+    bucket: str
+    prefix: str
+    addressing_style: str = "path"
+
+
+@dataclass(frozen=True)
+class WeightsArgs:
+    """Inputs of the weights step."""
+
+    conn: Conn
+    store: Store
+    model_dir: str  # where the engine reads the weights on the host
+    parallel: int = 8
+    trt_build: bool = False
+    ops_log: str = "/etc/inferry/ops.log"
+    keep_on_destroy: bool = True
+
+
+@dataclass(frozen=True)
+class WeightsReport:
+    """What the weights step found and did."""
+
+    model_dir: str
+    manifest_sha256: str
+    files: int
+    bytes: int
+    fetched: int
+    writes: int
+    restarts: int = 0
+
+
+def manifest_digest(entries: list[FetchEntry]) -> str:
+    """A digest of (path, size, sha256) of every file: equal digests mean identical weights."""
+    lines = sorted(f"{e.path} {e.size} {e.sha256}" for e in entries)
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def presigned(store: Store, access_key: str, secret_key: str, expires_s: int = PRESIGN_EXPIRES_S) -> list[FetchEntry]:
+    """The manifest with a presigned URL per file, from the weight store (credentials stay here)."""
+    from infra.storage.presign import presign_model  # the weight store owns SigV4 and manifests
+    from infra.storage.settings import StoreSettings
+
+    settings = StoreSettings(store.endpoint, store.region, store.bucket, access_key, secret_key,
+                             store.addressing_style)
+    model = presign_model(settings, store.prefix, expires_s)
+    return [FetchEntry(f.path, int(f.size), f.sha256, f.url) for f in model.files]
+
+
+def ensure_weights(a: WeightsArgs, private_key: str, entries: list[FetchEntry]) -> WeightsReport:
+    """Fetch what is missing or wrong; a no-op when the folder was verified against the same manifest."""
+    digest = manifest_digest(entries)
+    total = sum(e.size for e in entries)
+    s = session(a.conn, private_key)
+    d = shlex.quote(a.model_dir)
+    probe = s.run(f"cat {d}/{MARKER} 2>/dev/null; echo; echo @@df; dd={d}; "
+                  "while [ ! -e \"$dd\" ]; do dd=$(dirname \"$dd\"); done; echo \"$dd\"; df -Pk \"$dd\"; echo @@have; "
+                  f"[ -d {d} ] && cd {d} && find . -type f ! -name '*.part.*' -printf '%s %P\\n'; true", "read weights cache")
+    marker, _, rest = probe.out.partition("\n@@df\n")
+    if marker.strip() == digest:
+        return WeightsReport(a.model_dir, digest, len(entries), total, 0, 0)
+    df_text, _, have_text = rest.partition("@@have\n")
+    have = {ln.split(" ", 1)[1]: int(ln.split(" ", 1)[0]) for ln in have_text.splitlines() if " " in ln}
+    missing = [e for e in entries if have.get(e.path) != e.size]
+    path, free = parse_df(df_text)
+    need = int(sum(e.size for e in missing) * (1 + (preflight.TRT_BUILD_FACTOR if a.trt_build else 0)))
+    if need > free:
+        gib = preflight.GIB
+        raise RemoteError(f"preflight failed: disk: the weights need {need / gib:.2f} GiB more at {path} but only "
+                          f"{free / gib:.2f} GiB is free (short by {(need - free) / gib:.2f} GiB)",
+                          "free disk or point target.weights_cache at a larger volume, then apply again",
+                          where=f"host {a.conn.label}")
+    lines = "".join(f"{e.sha256} {e.size} {e.path} {e.url}\n" for e in entries)
+    res = s.run(f"set -- {d} {a.parallel}; {script('fetch.sh')}", "fetch weights", stdin=lines, check=False,
+                timeout=24 * 3600)
+    if res.code != 0:
+        raise RemoteError(f"fetch weights failed: {(res.err.strip() or res.out.strip())[-800:]}",
+                          "check that the host reaches the weight store endpoint and that the store holds "
+                          "the files of the manifest (`inferry weights verify`), then apply again",
+                          where=f"host {a.conn.label}")
+    fetched = [ln[len("fetched "):] for ln in res.out.splitlines() if ln.startswith("fetched ")]
+    s.put(posixpath.join(a.model_dir, MARKER), digest.encode(), 0o644, "record the weights manifest")
+    ops = Ops(writes=[posixpath.join(a.model_dir, p) for p in fetched] + [posixpath.join(a.model_dir, MARKER)])
+    ops.record(s, a.ops_log, "record changes")
+    return WeightsReport(a.model_dir, digest, len(entries), total, len(fetched), len(ops.writes))
+
+
+def remove_weights(a: WeightsArgs, private_key: str) -> None:
+    """Destroy: the cache stays unless keep_on_destroy is false."""
+    if a.keep_on_destroy:
+        return
+    session(a.conn, private_key).run(f"rm -rf {shlex.quote(a.model_dir)}", "remove weights")

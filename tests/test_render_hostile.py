@@ -1,0 +1,114 @@
+"""Hostile strings in paths, flags and secrets cannot change a command, a YAML value or a unit line."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from infra import quoting
+from infra.errors import InferryError
+from infra.render import COMPOSE, LAUNCHER, UNIT, render_env, render_ssh_files, ssh_spec
+from tests.test_render import ssh_deployment
+
+HOSTILE = [
+    "/data/evil dir/m'o\"d$(touch PWNED)`touch PWNED2`;touch PWNED3 #",
+    "/data/new\nline/--port 1/${HOME}/%n/\\x41/\t/é",
+    "/data/-rf/ '' \"\" $$ %% \\\\",
+]
+FAKE_ENGINE = "#!/bin/sh\nexec python3 -c 'import json,sys,os; json.dump(sys.argv[1:], open(os.environ[\"ARGV_OUT\"], \"w\"))' \"$@\"\n"
+
+
+def run_launcher(tmp_path, d) -> list[str]:
+    """Run the rendered launcher with a stand-in `vllm`/`trtllm-serve` that records its argv."""
+    files = {f.name: f for f in render_ssh_files(d)}
+    for f in files.values():
+        (tmp_path / f.name).write_text(f.content)
+        os.chmod(tmp_path / f.name, f.mode)
+    (tmp_path / "inferry.env").write_text(render_env(ssh_spec(d), {"serving.api_key": "k"}).content)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for exe in ("vllm", "trtllm-serve"):
+        (bin_dir / exe).write_text(FAKE_ENGINE)
+        os.chmod(bin_dir / exe, 0o755)
+    out = tmp_path / "argv.json"
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "ARGV_OUT": str(out), "HOME": str(tmp_path)}
+    subprocess.run(["sh", str(tmp_path / LAUNCHER)], cwd=tmp_path, env=env, check=True, timeout=30)
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("weights", HOSTILE)
+def test_hostile_weights_path_and_extra_args_reach_the_engine_unchanged(tmp_path, weights):
+    extra = ["--chat-template", weights]
+    model = {"name": "m", "weights": weights}
+    d = ssh_deployment({"kind": "vllm", "extra_args": extra}, "process", service_dir=str(tmp_path), model=model)
+    spec = ssh_spec(d)
+    assert run_launcher(tmp_path, d) == list(spec.argv[1:])
+    assert not list(tmp_path.glob("PWNED*")) and spec.args[-1] == weights
+    docker = ssh_deployment({"kind": "vllm", "extra_args": extra}, "docker", model=model)
+    compose = yaml.safe_load({f.name: f for f in render_ssh_files(docker)}[COMPOSE].content)
+    assert compose["services"]["engine"]["command"] == list(ssh_spec(docker).args)
+
+
+@pytest.mark.parametrize("draft", HOSTILE)
+def test_trtllm_yaml_loads_back_to_the_same_values(draft):
+    d = ssh_deployment({"kind": "tensorrt-llm", "speculative": {"method": "draft_model", "num_speculative_tokens": 2,
+                                                                 "model": draft},
+                        "extra_options": {"otlp_traces_endpoint": draft}}, "docker")
+    (f,) = ssh_spec(d).files
+    conf = yaml.safe_load(f.content)
+    assert conf["speculative_config"]["speculative_model"] == draft and conf["otlp_traces_endpoint"] == draft
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tail=st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), min_size=1, max_size=40))
+def test_any_weights_path_round_trips_through_shell_and_yaml(tmp_path, tail):
+    weights = "/w/" + tail
+    d = ssh_deployment({"kind": "vllm"}, "process", service_dir=str(tmp_path), model={"name": "m", "weights": weights})
+    assert run_launcher(tmp_path, d) == list(ssh_spec(d).argv[1:])
+    assert yaml.safe_load("v: " + quoting.yaml_value(weights))["v"] == weights
+
+
+def test_hostile_service_dir_in_unit_and_launcher(tmp_path):
+    for bad in ("$HOME", "it's", 'q"d', "back\\slash"):
+        with pytest.raises(InferryError, match="service_dir"):
+            render_ssh_files(ssh_deployment({"kind": "vllm"}, "process", service_dir=str(tmp_path / bad)))
+    service_dir = tmp_path / "svc dir ;|&(*) %n"
+    service_dir.mkdir()
+    d = ssh_deployment({"kind": "vllm"}, "process", service_dir=str(service_dir))
+    assert run_launcher(service_dir, d)[0] == "serve"
+    unit = {f.name: f for f in render_ssh_files(d)}[UNIT].content
+    (exec_line,) = [line for line in unit.splitlines() if line.startswith("ExecStart=")]
+    assert exec_line == 'ExecStart="' + str(service_dir / LAUNCHER).replace("%", "%%") + '"'
+    r = subprocess.run(["systemd-analyze", "verify", "--man=no", str(service_dir / UNIT)], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+
+
+def test_systemd_words_survive_systemd_parsing(tmp_path):
+    words = ["/bin/echo", "a b", "q\"uote", "back\\slash", "$HOME", "${X}", "%n", "new\nline", "it's"]
+    unit = tmp_path / "w.service"
+    unit.write_text("[Service]\nExecStart=" + quoting.systemd_command(words) + "\n")
+    r = subprocess.run(["systemd-analyze", "verify", "--man=no", str(unit)], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    bad = tmp_path / "bad.service"
+    bad.write_text('[Service]\nExecStart="/bin/echo" "unterminated\n')
+    assert subprocess.run(["systemd-analyze", "verify", "--man=no", str(bad)], capture_output=True).returncode != 0
+
+
+@pytest.mark.parametrize("value,ok", [("plain-Key_1.2+/=", True), ("with space;and|pipe&", True),
+                                      ("$(touch x)", False), ("it's", False), ("two\nlines", False),
+                                      ("back\\slash", False)])
+def test_env_values_are_quoted_or_refused(tmp_path, value, ok):
+    if not ok:
+        with pytest.raises(InferryError):
+            quoting.env_value("K", value)
+        return
+    line = f"K={quoting.env_value('K', value)}\n"
+    (tmp_path / "e.env").write_text(line)
+    got = subprocess.run(["sh", "-c", f'set -a; . {tmp_path}/e.env; printf %s "$K"'], capture_output=True,
+                         text=True, check=True).stdout
+    assert got == value

@@ -1,0 +1,52 @@
+"""The SshTarget component under Pulumi's mocks: one child per step and host, secrets only as secret inputs."""
+from __future__ import annotations
+
+import json
+import runpy
+
+import pulumi
+
+from tests.conftest import ROOT
+from tests.harness import SECRET_SIG, RecordingMocks, run, stack_config
+
+STACK = ROOT / "stacks" / "Pulumi.eu-ssh.yaml"
+STEP = "pulumi-python:dynamic/inferry:Ssh"
+SECRET_INPUTS = {"private_key", "access_key_id", "secret_access_key", "secret_values", "api_key"}
+
+
+def endpoints(args: pulumi.runtime.MockResourceArgs) -> dict:
+    """What the providers would output: an endpoint per service and for the load balancer."""
+    if args.typ in (STEP + "Service", STEP + "LoadBalancer"):
+        spec_port = args.inputs.get("spec", {}).get("port", args.inputs.get("port"))
+        return {"endpoint": f"http://{args.inputs['conn']['address']}:{int(spec_port)}/v1"}
+    return {}
+
+
+def test_eu_ssh_stack_builds_every_step_under_the_component():
+    parents: dict[str, str] = {}
+
+    def record_parent(args: pulumi.ResourceTransformationArgs):
+        parents[args.name] = args.opts.parent._name if args.opts and args.opts.parent else None
+        return None
+
+    def program():
+        pulumi.runtime.register_stack_transformation(record_parent)
+        runpy.run_path(str(ROOT / "infra" / "__main__.py"), run_name="__main__")
+
+    config, secret = stack_config(STACK)
+    mocks, exports = run(program, config, secret, "eu-ssh", RecordingMocks(outputs_for=endpoints))
+    steps = [r for r in mocks.resources if r.type.startswith(STEP)]
+    kinds = sorted(r.type.removeprefix(STEP[:-3]) for r in steps)
+    assert kinds == ["SshHost"] * 2 + ["SshLoadBalancer"] + ["SshService"] * 2 + ["SshWeights"] * 2
+    assert {parents[r.name] for r in steps} == {"ssh"}
+    assert exports["endpoint"] == "http://203.0.113.10:8080/v1"
+    assert exports["endpoints"] == ["http://203.0.113.10:8000/v1", "http://203.0.113.11:8000/v1"]
+    for r in steps:
+        for k in SECRET_INPUTS & set(r.inputs):
+            assert isinstance(r.inputs[k], dict) and r.inputs[k].get(SECRET_SIG), (r.name, k)
+        plain = json.dumps({k: v for k, v in r.inputs.items() if k not in SECRET_INPUTS and k != "__provider"})
+        assert "test-secret-" not in plain, r.name
+    svc = next(r for r in steps if r.type.endswith("SshService"))
+    paths = {f["path"] for f in svc.inputs["files"]}
+    assert {"/etc/inferry/compose.yaml", "/etc/systemd/system/inferry-engine.service"} <= paths
+    assert svc.inputs["runtime"] == "docker" and svc.inputs["private_key_ref"] == {"config": "sshPrivateKey"}
