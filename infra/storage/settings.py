@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -81,7 +82,6 @@ class StoreSettings:
 
     def client(self):
         """A boto3 S3 client with the settings S3-compatible endpoints need (see environment.md)."""
-        import boto3
         from botocore.config import Config
 
         # when_required: otherwise botocore adds CRC32 trailers and validates ranged GETs, which
@@ -91,12 +91,20 @@ class StoreSettings:
                      max_pool_connections=max(10, self.concurrency + 4), tcp_keepalive=True,
                      connect_timeout=self.connect_timeout, read_timeout=self.read_timeout,
                      retries={"max_attempts": self.retries, "mode": "standard"})
-        client = boto3.session.Session().client(
+        client = _session().client(
             "s3", endpoint_url=self.endpoint, region_name=self.region, config=cfg,
             aws_access_key_id=self.access_key, aws_secret_access_key=self.secret_key)
         for op in ("UploadPart", "PutObject"):
             client.meta.events.register(f"before-sign.s3.{op}", _unsigned_payload)
         return client
+
+
+@functools.lru_cache(maxsize=1)
+def _session():
+    """One boto3 session per process: a new one re-reads botocore's endpoint data (~0.2 s a client)."""
+    import boto3
+
+    return boto3.session.Session()
 
 
 def _unsigned_payload(request, **_: object) -> None:
