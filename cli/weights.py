@@ -17,7 +17,7 @@ ENDPOINT = typer.Option(None, "--endpoint", help="S3 endpoint URL (keys from AWS
 REGION = typer.Option("us-east-1", "--region", help="region for SigV4 signing")
 BUCKET = typer.Option(None, "--bucket", help="bucket name (with --endpoint)")
 PREFIX = typer.Option(None, "--prefix", "-p", help="model folder in the bucket (default: the stack's model weights)")
-CONCURRENCY = typer.Option(16, "--concurrency", min=1, max=256, help="parallel part transfers")
+CONCURRENCY = typer.Option(8, "--concurrency", min=1, max=256, help="parallel part transfers")
 PART_MIB = typer.Option(32, "--part-size-mib", min=5, max=5120, help="multipart part size in MiB")
 VIRTUAL = typer.Option(False, "--virtual-hosted", help="virtual-hosted addressing instead of path style")
 
@@ -130,7 +130,7 @@ def ls_(prefix: str = typer.Argument("", help="only under this folder"), stack: 
     models = ls(s, prefix)
     for m in models:
         state = f"complete {m.created}" if m.complete else "INCOMPLETE (no manifest)"
-        out.print(f"{m.prefix or '.'}\t{m.files} file(s)\t{m.total / 1e6:,.1f} MB\t{state}", markup=False)
+        out.print(f"{m.prefix or '.'}  {m.files} file(s)  {m.total / 1e6:,.1f} MB  {state}", markup=False)
     if not models:
         out.print(f"no models under {s.where(prefix)}", markup=False)
 

@@ -14,10 +14,11 @@ def _checks() -> list[Check]:
     # Imported lazily so a broken optional module cannot break loading the config itself.
     from infra.engines.checks import engine_checks
     from infra.fit import sizing_problems
+    from infra.storage.checks import storage_checks
     from infra.targets.kubernetes.checks import check_kubernetes
     from infra.targets.ssh.checks import ssh_checks
 
-    checks: list[Check] = [engine_checks, sizing_problems, check_kubernetes, ssh_checks]
+    checks: list[Check] = [engine_checks, sizing_problems, check_kubernetes, ssh_checks, storage_checks]
     return checks
 
 

@@ -77,7 +77,9 @@ class DynamicHost:
         from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 
         self.pb = provider_pb2
-        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+        # The project (providers in infra/) and tests/ (providers defined in test modules, which
+        # pytest imports by their bare name) must be importable: dill pickles classes by reference.
+        path = os.pathsep.join(p for p in (str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")) if p)
         self.proc = subprocess.Popen([sys.executable, "-u", "-m", "pulumi.dynamic"], cwd=cwd,
                                      env={**os.environ, "PYTHONPATH": path, **(env or {})},
                                      stdout=subprocess.PIPE, stderr=None, text=True)

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -13,34 +14,45 @@ class Cancelled(Exception):
 
 
 class OrderedHasher:
-    """sha256 of parts that arrive out of order: part i waits until parts 0..i-1 are hashed.
+    """sha256 of parts that arrive out of order.
 
-    Parts are queued in order on a FIFO pool, so part i-1 is always running when part i
-    waits: no deadlock, and at most `workers` parts are held in memory.
+    The part whose turn it is gets hashed at once; a part that arrives early is copied aside
+    (at most `ahead` of them, beyond that its thread waits), so workers rarely block. Parts are
+    queued in order on a FIFO pool, so the part being waited for is always running: no deadlock.
+    Memory of a streamed copy: at most (workers + width x ahead) parts.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, ahead: int = 2) -> None:
         self._h = hashlib.sha256()
         self._next = 0
+        self._early: dict[int, bytes] = {}
+        self._ahead = ahead
         self._cond = threading.Condition()
         self._error: BaseException | None = None
 
     def feed(self, index: int, data: bytes | bytearray | memoryview) -> None:
-        """Hash part `index` once all earlier parts are hashed."""
+        """Hash part `index` now if it is its turn, else keep a copy until it is."""
         with self._cond:
-            while self._next != index and self._error is None:
+            while self._next != index and len(self._early) >= self._ahead and self._error is None:
                 self._cond.wait()
             if self._error is not None:
                 raise Cancelled() from self._error
-        self._h.update(data)  # only the thread holding the next index gets here; hashlib drops the GIL
-        with self._cond:
-            self._next += 1
-            self._cond.notify_all()
+            if self._next != index:
+                self._early[index] = bytes(data)
+                return
+        chunk: bytes | bytearray | memoryview | None = data
+        while chunk is not None:
+            self._h.update(chunk)  # only the thread whose turn it is gets here; hashlib drops the GIL
+            with self._cond:
+                self._next += 1
+                chunk = self._early.pop(self._next, None)
+                self._cond.notify_all()
 
     def fail(self, error: BaseException) -> None:
         """Release every waiter: the file failed."""
         with self._cond:
             self._error = error
+            self._early.clear()
             self._cond.notify_all()
 
     def hexdigest(self) -> str:
@@ -99,9 +111,17 @@ class Pool:
         self.close()
 
 
+@dataclass
+class FileJob:
+    """One file's transfer: `done` resolves when the file is complete; each next(steps) queues one part."""
+
+    done: Future
+    steps: Iterator[None]
+
+
 def run_parts(pool: Pool, parts: list[tuple[Any, ...]], part_fn: Callable[..., Any],
-              finish: Callable[[list[Any]], Any], on_error: Callable[[BaseException], None]) -> Future:
-    """Queue part_fn(*part) for every part; finish(results) runs once all succeed. Returns the file's future."""
+              finish: Callable[[list[Any]], Any], on_error: Callable[[BaseException], None]) -> FileJob:
+    """A job running part_fn(*part) for every part (queued by `drive`); finish(results) runs once all succeed."""
     done: Future = Future()
     results: list[Any] = [None] * len(parts)
     left = [len(parts)]
@@ -135,12 +155,36 @@ def run_parts(pool: Pool, parts: list[tuple[Any, ...]], part_fn: Callable[..., A
             with lock:
                 done.set_result(value)
 
-    for i, part in enumerate(parts):
-        if pool.stopped.is_set():
-            fail(Cancelled())  # the parts already queued finish or fail on their own; the file is not complete
-            break
-        pool.submit(part_fn, *part).add_done_callback(lambda f, i=i: collect(i, f))
-    return done
+    def steps() -> Iterator[None]:
+        for i, part in enumerate(parts):
+            if pool.stopped.is_set():
+                fail(Cancelled())  # the parts already queued finish or fail on their own; the file is not complete
+                return
+            pool.submit(part_fn, *part).add_done_callback(lambda f, i=i: collect(i, f))
+            yield
+
+    return FileJob(done, steps())
+
+
+def drive(jobs: Iterable[FileJob], width: int = 4) -> list[Future]:
+    """Queue the parts of up to `width` files round-robin, so several files (and their sha256) progress at once.
+
+    Jobs are created lazily from the iterable, so at most `width` files are open at a time.
+    The pool is FIFO and each file's parts are queued in order, which keeps OrderedHasher deadlock-free.
+    """
+    pending, active, futures = iter(jobs), [], []
+    while True:
+        while len(active) < width and (job := next(pending, None)) is not None:
+            active.append(job)
+            futures.append(job.done)
+        if not active:
+            return futures
+        for job in list(active):
+            if next(job.steps, _END) is _END:
+                active.remove(job)
+
+
+_END = object()
 
 
 def ranges(size: int, part_size: int) -> list[tuple[int, int, int]]:

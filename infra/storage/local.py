@@ -4,7 +4,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from infra.errors import StorageError
@@ -97,12 +96,3 @@ class HashCache:
             sha = sha256_file(self.root / rel)
             self.put(rel, st, sha)
         return FileEntry(rel, st.st_size, sha)
-
-
-def hash_folder(root: Path, files: list[tuple[str, os.stat_result]], workers: int = 2) -> list[FileEntry]:
-    """FileEntries for the given files (cached where possible), hashing in parallel."""
-    cache = HashCache(root)
-    with ThreadPoolExecutor(workers) as pool:
-        entries = list(pool.map(lambda f: cache.entry(*f), files))
-    cache.save()
-    return entries

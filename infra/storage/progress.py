@@ -14,7 +14,7 @@ class Meter:
                  every_s: float = 5.0):
         self.label, self.total, self.done = label, total, 0
         self.stream = stream or sys.stderr
-        self.show = self.stream.isatty() if show is None else show
+        self.show = True if show is None else show  # None: a bar on a terminal, log lines otherwise
         self._lock = threading.Lock()
         self._start = self._last = time.monotonic()
         self._every = every_s

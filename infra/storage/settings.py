@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -30,7 +31,7 @@ class StoreSettings:
     secret_key: str = field(repr=False)
     addressing_style: str = "path"
     part_size: int = 32 * MiB
-    concurrency: int = 16
+    concurrency: int = 8
     connect_timeout: float = 5.0
     read_timeout: float = 60.0
     retries: int = 3
@@ -81,7 +82,6 @@ class StoreSettings:
 
     def client(self):
         """A boto3 S3 client with the settings S3-compatible endpoints need (see environment.md)."""
-        import boto3
         from botocore.config import Config
 
         # when_required: otherwise botocore adds CRC32 trailers and validates ranged GETs, which
@@ -91,9 +91,31 @@ class StoreSettings:
                      max_pool_connections=max(10, self.concurrency + 4), tcp_keepalive=True,
                      connect_timeout=self.connect_timeout, read_timeout=self.read_timeout,
                      retries={"max_attempts": self.retries, "mode": "standard"})
-        return boto3.session.Session().client(
+        client = _session().client(
             "s3", endpoint_url=self.endpoint, region_name=self.region, config=cfg,
             aws_access_key_id=self.access_key, aws_secret_access_key=self.secret_key)
+        for op in ("UploadPart", "PutObject"):
+            client.meta.events.register(f"before-sign.s3.{op}", _unsigned_payload)
+        return client
+
+
+@functools.lru_cache(maxsize=1)
+def _session():
+    """One boto3 session per process: a new one re-reads botocore's endpoint data (~0.2 s a client)."""
+    import boto3
+
+    return boto3.session.Session()
+
+
+def _unsigned_payload(request, **_: object) -> None:
+    """Sign headers, not the body, of data uploads.
+
+    Over http botocore otherwise sha256-hashes every part just to sign it (auth.py,
+    _should_sha256_sign_payload), a second full hash on top of ours; integrity comes from our own
+    end-to-end sha256 (manifest, verify). UNSIGNED-PAYLOAD is part of SigV4 (AWS docs, "Signature
+    calculations for the Authorization header: transferring payload in a single chunk").
+    """
+    request.headers["X-Amz-Content-SHA256"] = "UNSIGNED-PAYLOAD"
 
 
 _AUTH = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "InvalidToken", "403"}

@@ -1,15 +1,21 @@
-"""Push, pull and copy models, resumable and verified; skip what is already there."""
+"""Push, pull and copy models, resumable and verified; skip what is already there.
+
+Verified in flight, never by re-listing (on some stores a LIST re-hashes every object):
+pull and cross-store copy hash the bytes they receive and compare with the manifest before
+a file counts as done; push hashes each file first and refuses it if it changed while being
+sent; a server-side copy is the store's own. `verify` re-reads everything on demand.
+"""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from infra.errors import InferryError, StorageError
 from infra.storage import remote as rm
-from infra.storage.engine import Cancelled, Pool
+from infra.storage.engine import Cancelled, FileJob, Pool, drive
 from infra.storage.journal import Journal
 from infra.storage.local import HashCache, list_files, require_weights
 from infra.storage.manifest import MANIFEST_NAME, FileEntry, Manifest, model_key
@@ -60,9 +66,11 @@ def _run(settings: StoreSettings, label: str, total: int, show: bool | None,
             futures: list[Future] = []
             try:
                 futures = start(pool, meter)
-            except InferryError:
+            except (InferryError, OSError) as e:
                 pool.stop()
                 _wait(pool, futures, label)
+                if isinstance(e, OSError):  # a local file vanished or is unreadable/unwritable
+                    raise StorageError(f"{label}: {e.strerror}: {e.filename}", "check the local folder") from None
                 raise
             _wait(pool, futures, label)
     finally:
@@ -71,57 +79,54 @@ def _run(settings: StoreSettings, label: str, total: int, show: bool | None,
 
 
 def push(settings: StoreSettings, folder: Path, prefix: str, show: bool | None = None) -> SyncResult:
-    """Upload a local model folder to s3://bucket/prefix; the manifest goes last."""
+    """Upload a local model folder to s3://bucket/prefix; the manifest goes last.
+
+    Files are hashed (or taken from the hash cache) one ahead of the uploads, so hashing a new
+    model overlaps with sending it.
+    """
     t0, folder = time.monotonic(), Path(folder)
     files = list_files(folder)
     require_weights(folder, files)
     store = Store.of(settings)
     remote = rm.remote_model(store, prefix)
-    cache = HashCache(folder)
-    entries = _hash_all(cache, files)
-    journal = Journal(settings, prefix)
-    present = rm.already_there(store, remote, entries, settings.concurrency, journal)
-    todo = [e for e in entries if e.path not in present]
-    manifest = Manifest(tuple(entries), source=f"file://{folder.resolve()}")
-    if not todo and remote.manifest and remote.manifest.by_path() == manifest.by_path():
-        return SyncResult(remote.manifest, (), tuple(sorted(present)), 0, time.monotonic() - t0)
-    if remote.manifest:
-        rm.drop_manifest(store, prefix)
-    journal.forget([e.path for e in todo])
+    cache, journal = HashCache(folder), Journal(settings, prefix)
+    entries: list[FileEntry] = []
+    todo: list[FileEntry] = []
+    dropped = [remote.manifest is None]
 
     def start(pool: Pool, meter: Meter) -> list[Future]:
-        return [_journaled(journal, e, upload(pool, store, folder / e.path, model_key(prefix, e.path), e, meter))
-                for e in todo]
+        def jobs() -> Iterator[FileJob]:
+            with ThreadPoolExecutor(1) as hasher:
+                for e in hasher.map(lambda f: cache.entry(*f), files):
+                    entries.append(e)
+                    if rm.already_there(store, remote, [e], 1, journal):
+                        continue
+                    if not dropped[0]:  # a model being changed must not look complete meanwhile
+                        rm.drop_manifest(store, prefix)
+                        dropped[0] = True
+                    journal.forget([e.path])
+                    todo.append(e)
+                    yield _journaled(journal, e, upload(pool, store, folder / e.path, model_key(prefix, e.path), e, meter))
 
-    moved = _run(settings, f"push {prefix}", sum(e.size for e in todo), show, start)
-    _check_stored(store, prefix, entries, journal)
+        return drive(jobs())
+
+    pending = sum(st.st_size for rel, st in files if remote.sizes.get(rel) != st.st_size)
+    try:
+        moved = _run(settings, f"push {prefix}", pending, show, start)
+    finally:
+        cache.save()
+    manifest = Manifest(tuple(entries), source=f"file://{folder.resolve()}")
+    present = tuple(sorted(e.path for e in entries if e not in todo))
+    if not todo and remote.manifest and remote.manifest.by_path() == manifest.by_path():
+        return SyncResult(remote.manifest, (), present, 0, time.monotonic() - t0)
     rm.write_manifest(store, prefix, manifest)
-    return SyncResult(manifest, tuple(e.path for e in todo), tuple(sorted(present)), moved, time.monotonic() - t0)
+    return SyncResult(manifest, tuple(e.path for e in todo), present, moved, time.monotonic() - t0)
 
 
-def _journaled(journal: Journal, e: FileEntry, fut: Future) -> Future:
+def _journaled(journal: Journal, e: FileEntry, job: FileJob) -> FileJob:
     """Record the file in the journal once its transfer completes."""
-    fut.add_done_callback(lambda f: f.exception() is None and journal.record(e))
-    return fut
-
-
-def _hash_all(cache: HashCache, files: list) -> list[FileEntry]:
-    with ThreadPoolExecutor(2) as pool:
-        entries = list(pool.map(lambda f: cache.entry(*f), files))
-    cache.save()
-    return entries
-
-
-def _check_stored(store: Store, prefix: str, entries: list[FileEntry], journal: Journal) -> None:
-    """After a transfer: every file is listed with its size and carries its sha256 (cheap: no download)."""
-    remote = rm.remote_model(store, prefix)
-    wrong = [e.path for e in entries if remote.sizes.get(e.path) != e.size]
-    present = rm.already_there(store, rm.RemoteModel(prefix, remote.sizes, None),
-                               [e for e in entries if e.path not in wrong], store.settings.concurrency, journal)
-    wrong += [e.path for e in entries if e.path not in present and e.path not in wrong]
-    if wrong:
-        raise StorageError(f"after the transfer {len(wrong)} object(s) are missing or differ: {', '.join(wrong[:5])}",
-                           "run the same command again: it resumes", where=store.settings.where(prefix))
+    job.done.add_done_callback(lambda f: f.exception() is None and journal.record(e))
+    return job
 
 
 def pull(settings: StoreSettings, prefix: str, folder: Path, show: bool | None = None) -> SyncResult:
@@ -134,13 +139,20 @@ def pull(settings: StoreSettings, prefix: str, folder: Path, show: bool | None =
     present = {e.path for e in manifest.files if _local_matches(cache, folder, e)}
     todo = [e for e in manifest.files if e.path not in present]
 
-    def start(pool: Pool, meter: Meter) -> list[Future]:
-        return [download(pool, store, model_key(prefix, e.path), e, folder / e.path, meter) for e in todo]
+    def remember(e: FileEntry, job: FileJob) -> FileJob:
+        # Checked while downloading: cache it, so a re-run (even after a failure) need not re-hash it.
+        job.done.add_done_callback(
+            lambda f: f.exception() is None and cache.put(e.path, (folder / e.path).stat(), e.sha256))
+        return job
 
-    moved = _run(settings, f"pull {prefix}", sum(e.size for e in todo), show, start)
-    for e in todo:  # freshly checked while downloading: remember, so the next sync need not re-hash
-        cache.put(e.path, (folder / e.path).stat(), e.sha256)
-    cache.save()
+    def start(pool: Pool, meter: Meter) -> list[Future]:
+        return drive(remember(e, download(pool, store, model_key(prefix, e.path), e, folder / e.path, meter))
+                     for e in todo)
+
+    try:
+        moved = _run(settings, f"pull {prefix}", sum(e.size for e in todo), show, start)
+    finally:
+        cache.save()
     (folder / MANIFEST_NAME).write_text(manifest.to_json())
     return SyncResult(manifest, tuple(e.path for e in todo), tuple(sorted(present)), moved, time.monotonic() - t0)
 
@@ -171,16 +183,15 @@ def copy(src: StoreSettings, src_prefix: str, dst: StoreSettings, dst_prefix: st
     journal.forget([e.path for e in todo])
     same = src.same_store(dst)
 
+    def job(pool: Pool, meter: Meter, e: FileEntry) -> FileJob:
+        how = server_copy if same and e.size <= SERVER_COPY_MAX else stream_copy
+        return _journaled(journal, e, how(pool, s, model_key(src_prefix, e.path), d, model_key(dst_prefix, e.path),
+                                          e, meter))
+
     def start(pool: Pool, meter: Meter) -> list[Future]:
-        out = []
-        for e in todo:
-            how = server_copy if same and e.size <= SERVER_COPY_MAX else stream_copy
-            fut = how(pool, s, model_key(src_prefix, e.path), d, model_key(dst_prefix, e.path), e, meter)
-            out.append(_journaled(journal, e, fut))
-        return out
+        return drive(job(pool, meter, e) for e in todo)
 
     moved = _run(dst, f"copy {src_prefix}", sum(e.size for e in todo), show, start)
-    _check_stored(d, dst_prefix, list(manifest.files), journal)
     copied = Manifest(manifest.files, source=f"s3://{src.bucket}/{src_prefix} at {src.endpoint}")
     rm.write_manifest(d, dst_prefix, copied)
     return SyncResult(copied, tuple(e.path for e in todo), tuple(sorted(present)), moved, time.monotonic() - t0)

@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from infra.errors import StorageError
-from infra.storage.engine import OrderedHasher, Pool, ranges, run_parts
-from infra.storage.local import PARTIAL_SUFFIX
+from infra.storage.engine import FileJob, OrderedHasher, Pool, ranges, run_parts
+from infra.storage.local import PARTIAL_SUFFIX, sha256_file
 from infra.storage.manifest import FileEntry
 from infra.storage.settings import StoreSettings, s3_errors
 
@@ -35,22 +34,54 @@ class Store:
 Progress = Callable[[int], None]
 
 
-def read_range(store: Store, key: str, offset: int, length: int) -> bytearray:
-    """Bytes [offset, offset+length) of an object, read straight into one buffer."""
-    buf = bytearray(length)
+_local = threading.local()
+
+
+def _buffer(length: int) -> memoryview:
+    """This thread's reusable part buffer: memory stays at workers x part size, no allocation per part."""
+    buf = getattr(_local, "buf", None)
+    if buf is None or len(buf) < length:
+        buf = _local.buf = bytearray(length)
+    return memoryview(buf)[:length]
+
+
+def read_range(store: Store, key: str, offset: int, length: int) -> memoryview:
+    """Bytes [offset, offset+length) of an object, read straight into this thread's buffer.
+
+    The view is valid until this thread reads its next range.
+    """
+    view = _buffer(length)
     if length == 0:
-        return buf
+        return view
     with s3_errors(store.settings, key, "read object"):
         resp = store.s3.get_object(Bucket=store.settings.bucket, Key=key, Range=f"bytes={offset}-{offset + length - 1}")
-        raw, view, pos = resp["Body"]._raw_stream, memoryview(buf), 0
+        raw, pos = resp["Body"]._raw_stream, 0
+        # urllib3's readinto reads into a temporary bytes and copies; its http.client response
+        # (_fp) reads from the socket straight into our buffer: ~1.5x faster on loopback.
+        src = getattr(raw, "_fp", None) or raw
         while pos < length:
-            n = raw.readinto(view[pos:])
+            n = src.readinto(view[pos:])
             if not n:
                 raise StorageError(f"object ended early at byte {offset + pos}", "retry the transfer",
                                    where=store.settings.where(key))
             pos += n
         resp["Body"].close()
-    return buf
+    return view
+
+
+def check_size(store: Store, key: str, size: int) -> None:
+    """HEAD an object that will be read in parallel ranges: its size must be the manifest's.
+
+    Also makes stores that compute an ETag on first read (rclone hashes the whole file) do it
+    once, instead of once per concurrent ranged GET.
+    """
+    if size <= store.settings.part_size_for(size):
+        return
+    with s3_errors(store.settings, key, "read object"):
+        found = int(store.s3.head_object(Bucket=store.settings.bucket, Key=key)["ContentLength"])
+    if found != size:
+        raise StorageError(f"object is {found} bytes, the manifest says {size}", "push the model again",
+                           where=store.settings.where(key))
 
 
 class _Upload:
@@ -69,9 +100,10 @@ class _Upload:
                 self.upload_id = self.store.s3.create_multipart_upload(
                     Bucket=self.store.settings.bucket, Key=self.key, Metadata={SHA_META: self.entry.sha256})["UploadId"]
 
-    def send(self, index: int, data: bytes | bytearray) -> dict:
+    def send(self, index: int, data: bytes | memoryview) -> dict:
         """Upload one part (or the whole object)."""
         s, b = self.store.settings, self.store.settings.bucket
+        data = bytes(data) if isinstance(data, memoryview) else data  # botocore wants bytes or a file
         with s3_errors(s, self.key, "upload"):
             if self.single:
                 self.store.s3.put_object(Bucket=b, Key=self.key, Body=data, Metadata={SHA_META: self.entry.sha256})
@@ -99,7 +131,7 @@ class _Upload:
                 pass
 
 
-def upload(pool: Pool, store: Store, path: Path, key: str, entry: FileEntry, progress: Progress) -> Future:
+def upload(pool: Pool, store: Store, path: Path, key: str, entry: FileEntry, progress: Progress) -> FileJob:
     """Upload a local file whose sha256 is known; fails if the file changes meanwhile."""
     up = _Upload(store, key, entry, progress)
     up.begin()
@@ -130,40 +162,54 @@ def upload(pool: Pool, store: Store, path: Path, key: str, entry: FileEntry, pro
     return run_parts(pool, ranges(entry.size, up.part_size), part, finish, failed)
 
 
-def download(pool: Pool, store: Store, key: str, entry: FileEntry, dest: Path, progress: Progress) -> Future:
-    """Download an object into dest (via dest.inferry-part), checking its sha256 before the rename."""
+def download(pool: Pool, store: Store, key: str, entry: FileEntry, dest: Path, progress: Progress) -> FileJob:
+    """Download an object into dest (via dest.inferry-part), checking its sha256 before the rename.
+
+    Parts are written in parallel; the worker that completes the file hashes it back from the
+    page cache. Hashing parts in order as they arrive measured 2x slower on 2 cores (threads
+    handing turns while writing), and s5cmd-level throughput needs the workers never to wait.
+    """
+    check_size(store, key, entry.size)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(dest.name + PARTIAL_SUFFIX)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.ftruncate(fd, entry.size)
-    hasher = OrderedHasher()
+    closed = threading.Event()
+
+    def close() -> None:
+        if not closed.is_set():
+            closed.set()
+            os.close(fd)
 
     def part(index: int, offset: int, length: int) -> None:
-        data = read_range(store, key, offset, length)
-        os.pwrite(fd, data, offset)
-        hasher.feed(index, data)
+        _pwrite_all(fd, read_range(store, key, offset, length), offset)
         progress(length)
 
     def finish(_: list) -> None:
-        os.close(fd)
-        got = hasher.hexdigest()
+        close()
+        got = sha256_file(tmp)
         if got != entry.sha256:
-            tmp.unlink(missing_ok=True)
             raise StorageError(f"{entry.path}: sha256 {got[:12]}… does not match the manifest's {entry.sha256[:12]}…",
                                "the stored object is corrupt: push the model again", where=store.settings.where(key))
         os.replace(tmp, dest)
 
     def failed(err: BaseException) -> None:
-        hasher.fail(err)
-        os.close(fd)
+        close()
         tmp.unlink(missing_ok=True)  # nothing half-done: a re-run downloads the file again
 
     return run_parts(pool, ranges(entry.size, store.settings.part_size_for(entry.size)), part, finish, failed)
 
 
+def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
+    while data:
+        n = os.pwrite(fd, data, offset)
+        data, offset = data[n:], offset + n
+
+
 def stream_copy(pool: Pool, src: Store, src_key: str, dst: Store, dst_key: str, entry: FileEntry,
-                progress: Progress) -> Future:
+                progress: Progress) -> FileJob:
     """Copy an object between stores part by part (ranged GET -> upload part), checking its sha256."""
+    check_size(src, src_key, entry.size)
     up = _Upload(dst, dst_key, entry, progress)
     up.begin()
     hasher = OrderedHasher()
@@ -192,7 +238,7 @@ def stream_copy(pool: Pool, src: Store, src_key: str, dst: Store, dst_key: str, 
 
 
 def server_copy(pool: Pool, src: Store, src_key: str, dst: Store, dst_key: str, entry: FileEntry,
-                progress: Progress) -> Future:
+                progress: Progress) -> FileJob:
     """Copy within one store (server side): no bytes pass through this machine."""
 
     def part() -> None:
@@ -205,8 +251,9 @@ def server_copy(pool: Pool, src: Store, src_key: str, dst: Store, dst_key: str, 
     return run_parts(pool, [()], part, lambda _: None, lambda _: None)
 
 
-def hash_object(pool: Pool, store: Store, key: str, size: int, progress: Progress) -> Future:
+def hash_object(pool: Pool, store: Store, key: str, size: int, progress: Progress) -> FileJob:
     """The sha256 of a stored object, read in parallel ranges (for verify)."""
+    check_size(store, key, size)
     hasher = OrderedHasher()
 
     def part(index: int, offset: int, length: int) -> None:

@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import time
-from concurrent.futures import Future
 from dataclasses import dataclass
 
 from infra.storage import remote as rm
-from infra.storage.engine import Cancelled, Pool
+from infra.storage.engine import Cancelled, Pool, drive
 from infra.storage.manifest import MANIFEST_NAME, Manifest, model_key
 from infra.storage.progress import Meter
 from infra.storage.settings import StoreSettings
@@ -48,9 +47,8 @@ def verify(settings: StoreSettings, prefix: str, show: bool | None = None) -> Ve
     check = [e for e in manifest.files if sizes.get(e.path) == e.size]
     meter = Meter(f"verify {prefix}", sum(e.size for e in check), show)
     with Pool(settings.concurrency) as pool:
-        futures: list[tuple[str, str, Future]] = [
-            (e.path, e.sha256, hash_object(pool, store, model_key(prefix, e.path), e.size, meter)) for e in check]
-        for path, want, fut in futures:
+        futures = drive(hash_object(pool, store, model_key(prefix, e.path), e.size, meter) for e in check)
+        for path, want, fut in zip([e.path for e in check], [e.sha256 for e in check], futures):
             try:
                 got = fut.result()
             except Cancelled:
@@ -83,19 +81,26 @@ def ls(settings: StoreSettings, prefix: str = "") -> list[StoredModel]:
     sizes = rm.list_sizes(store, prefix)
     manifests = sorted(p.removesuffix(MANIFEST_NAME).rstrip("/") for p in sizes
                        if p == MANIFEST_NAME or p.endswith("/" + MANIFEST_NAME))
-    base = prefix.strip("/")
     out = []
     for rel in manifests:
-        full = "/".join(x for x in (base, rel) if x)
-        m = rm.read_manifest(store, full)
-        out.append(StoredModel(full, len(m.files), m.total, True, m.created))
-    claimed = {m + "/" if m else "" for m in manifests}
-    loose: dict[str, list[int]] = {}
-    for path, size in sizes.items():
-        if not any(path.startswith(c) for c in claimed if c) and "" not in claimed:
-            top = path.split("/", 1)[0] if "/" in path else ""
-            loose.setdefault(top, []).append(size)
-    for top, found in sorted(loose.items()):
-        full = "/".join(x for x in (base, top) if x)
-        out.append(StoredModel(full, len(found), sum(found), False))
+        m = rm.read_manifest(store, _join(prefix, rel))
+        out.append(StoredModel(_join(prefix, rel), len(m.files), m.total, True, m.created))
+    for top, found in sorted(_loose(sizes, manifests).items()):
+        out.append(StoredModel(_join(prefix, top), len(found), sum(found), False))
     return out
+
+
+def _join(*parts: str) -> str:
+    return "/".join(p.strip("/") for p in parts if p.strip("/"))
+
+
+def _loose(sizes: dict[str, int], manifests: list[str]) -> dict[str, list[int]]:
+    """Sizes of objects outside every complete model, grouped by their top-level folder."""
+    if "" in manifests:
+        return {}
+    claimed = tuple(m + "/" for m in manifests)
+    groups: dict[str, list[int]] = {}
+    for path, size in sizes.items():
+        if not path.startswith(claimed):
+            groups.setdefault(path.split("/", 1)[0] if "/" in path else "", []).append(size)
+    return groups

@@ -1,0 +1,62 @@
+"""Pure parts of the weight store: manifest, part sizes, ordered hashing, progress lines, settings."""
+from __future__ import annotations
+
+import hashlib
+import io
+import threading
+
+import pytest
+
+from infra.errors import StorageError
+from infra.storage.engine import OrderedHasher, ranges
+from infra.storage.manifest import FileEntry, Manifest
+from infra.storage.progress import Meter
+from infra.storage.settings import MiB, StoreSettings
+
+
+def test_manifest_round_trip_and_rejects_garbage():
+    m = Manifest((FileEntry("b.safetensors", 10, "ab" * 32), FileEntry("a.json", 2, "cd" * 32)), "file:///m")
+    again = Manifest.from_json(m.to_json())
+    assert again.by_path() == m.by_path() and again.total == 12 and again.created == m.created
+    assert [f.path for f in again.files] == ["a.json", "b.safetensors"]
+    with pytest.raises(StorageError, match="not a valid manifest"):
+        Manifest.from_json("{]")
+    with pytest.raises(StorageError, match="total does not match"):
+        Manifest.from_json(m.to_json().replace('"total": 12', '"total": 13'))
+
+
+def test_part_size_grows_to_stay_under_ten_thousand_parts():
+    s = StoreSettings("http://x", "r", "bkt", "a", "s", part_size=8 * MiB)
+    assert s.part_size_for(1 << 30) == 8 * MiB
+    big = 800 << 30
+    assert -(-big // s.part_size_for(big)) <= 10_000
+    assert ranges(0, 5) == [(0, 0, 0)] and ranges(11, 5) == [(0, 0, 5), (1, 5, 5), (2, 10, 1)]
+
+
+def test_settings_never_show_keys():
+    s = StoreSettings("http://x", "r", "bkt", "AKIDEXAMPLE", "very-secret")
+    assert "very-secret" not in repr(s) and "AKIDEXAMPLE" not in repr(s)
+
+
+def test_ordered_hasher_equals_sequential_sha256_whatever_the_arrival_order():
+    parts = [bytes([i]) * 1000 for i in range(8)]
+    h = OrderedHasher()
+    threads = [threading.Thread(target=h.feed, args=(i, p)) for i, p in reversed(list(enumerate(parts)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert h.hexdigest() == hashlib.sha256(b"".join(parts)).hexdigest()
+
+
+def test_progress_prints_plain_lines_off_a_terminal():
+    stream = io.StringIO()
+    meter = Meter("push m", 4 * MiB, stream=stream, every_s=0)
+    meter(2 * MiB)
+    meter(2 * MiB)
+    meter.close()
+    lines = stream.getvalue().splitlines()
+    assert lines and "push m: 4.2/4.2 MB (100%)" in lines[-1] and "MB/s" in lines[-1]
+    quiet = io.StringIO()
+    Meter("x", 10, show=False, stream=quiet, every_s=0)(10)
+    assert quiet.getvalue() == ""
