@@ -26,6 +26,15 @@ def rendered_files(stack) -> list:
     return sorted(files, key=lambda f: f.name)
 
 
+def _write(out_dir: Path, files: list) -> None:
+    """Write the files into out_dir, creating it."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for f in files:
+        path = out_dir / f.name
+        path.write_text(f.content, encoding="utf-8")
+        os.chmod(path, f.mode)
+
+
 @handle_errors
 def render_cmd(
     stack: str = typer.Argument(..., help=STACK_HELP),
@@ -44,11 +53,11 @@ def render_cmd(
         out.print(json.dumps(render.service_json(spec), indent=2, sort_keys=True), markup=False)
         return
     files = rendered_files(s)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for f in files:
-        path = out_dir / f.name
-        path.write_text(f.content, encoding="utf-8")
-        os.chmod(path, f.mode)
+    try:
+        _write(out_dir, files)
+    except OSError as e:
+        raise InferryError(f"cannot write {e.filename or out_dir}: {e.strerror}",
+                           "pass --out a folder that can be created and written (not a file)", where="--out") from None
     if not files:
         out.print(f"no files for a {s.deployment.target.kind} target yet; see `inferry render {stack} --json`",
                   markup=False)

@@ -41,9 +41,13 @@ def init(
     if path.exists():
         raise InferryError(f"{path} already exists", "choose another stack name or delete the file first")
     text = render_init(target, engine)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "x", encoding="utf-8") as fh:  # "x": never clobber a file that appeared meanwhile
-        fh.write(text)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "x", encoding="utf-8") as fh:  # "x": never clobber a file that appeared meanwhile
+            fh.write(text)
+    except OSError as e:
+        raise InferryError(f"cannot write {e.filename or path}: {e.strerror}", "pass a path in a writable folder "
+                           "(no file in the way of its folders)", where=stack) from None
     out.print(f"wrote {path}; edit it, then run: inferry validate {stack}", markup=False)
 
 

@@ -32,7 +32,13 @@ def _settings(stack: str | None, endpoint: str | None, region: str, bucket: str 
         s = load_stack(stack)
         return StoreSettings.from_stack(s, **tuning), s.deployment.model.weights_prefix
     if not endpoint or not bucket:
-        raise InferryError(f"no store given", f"pass --{flag}stack NAME, or --{flag}endpoint URL and --{flag}bucket NAME")
+        raise InferryError("no store given", f"pass --{flag}stack NAME, or --{flag}endpoint URL and --{flag}bucket NAME")
+    from infra.config import endpoint_problem
+
+    problem = endpoint_problem(endpoint)
+    if problem:
+        raise InferryError(f"{endpoint!r} is not an S3 endpoint URL: {problem}",
+                           f"pass --{flag}endpoint http(s)://HOST[:PORT]", where=f"--{flag}endpoint")
     style = "virtual" if virtual else "path"
     return StoreSettings.from_env(endpoint, region, bucket, style, prefix=env_prefix, **tuning), None
 

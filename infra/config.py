@@ -48,7 +48,7 @@ class Architecture(Strict):
 class ModelConfig(Strict):
     """What is served: the name clients ask for and where the weights live."""
 
-    name: str = Field(pattern=SERVED_NAME, description="served model name")
+    name: str = Field(pattern=SERVED_NAME, description="served model name: letters, digits, '.', '_', '-', '/'")
     weights: str = Field(description="s3://BUCKET/PREFIX in the weight store, or an absolute path on the host")
     catalog: str | None = Field(default=None, description="catalog architecture key, when it differs from name")
     architecture: Architecture | None = None
@@ -80,17 +80,40 @@ class ModelConfig(Strict):
         return self.weights[5:].split("/", 1)[1] if self.weights.startswith("s3://") else None
 
 
+def endpoint_problem(url: str) -> str | None:
+    """Why url is not a usable http(s) endpoint, or None (urlsplit/port raise on what boto3 cannot use)."""
+    from urllib.parse import urlsplit
+
+    expected = "expected http(s)://HOST[:PORT], e.g. https://s3.eu-central-1.example.com"
+    try:
+        parts = urlsplit(url)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError as e:
+        return f"{expected} ({e})"
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok or any(c.isspace() for c in url):
+        return expected
+    return None
+
+
 class StorageConfig(Strict):
     """An S3-compatible weight store at any endpoint."""
 
-    endpoint: str = Field(pattern=r"^https?://[^\s/]+(/.*)?$", description="S3 endpoint URL")
+    endpoint: str = Field(description="S3 endpoint URL")
     region: str = Field(min_length=1)
-    bucket: str = Field(pattern=BUCKET_NAME)
+    bucket: str = Field(pattern=BUCKET_NAME, description="an S3 bucket name: 3-63 lowercase letters, digits, '.' or '-'")
     addressing_style: Literal["path", "virtual"] = "path"
     access_key_id: SecretRef
     secret_access_key: SecretRef
     force_destroy: bool = False
     tags: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint_url(cls, v: str) -> str:
+        problem = endpoint_problem(v)
+        if problem:
+            raise ValueError(problem)
+        return v
 
 
 class ProviderConfig(Strict):

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from infra.catalog import ModelArch, find_model, model
+from infra.catalog import ModelArch, find_model, model, models
 from infra.config import Deployment
 from infra.errors import SizingError, StorageError
 from infra.sizing import DTYPE_BYTES, weight_bytes
@@ -124,7 +124,7 @@ def resolve(d: Deployment, read: Reader | None = None) -> ModelInfo:
     if m.catalog:
         model(m.catalog)  # raises CatalogError with a did-you-mean
     raise SizingError(f"the architecture of {m.name!r} is unknown (no config.json, not in the catalog)",
-                      "set model.catalog to a catalog key (see `inferry plan --suggest`) or add model.architecture",
+                      f"set model.catalog to a catalog key ({', '.join(sorted(models()))}) or add model.architecture",
                       where="model.catalog" if m.catalog else "model.name")
 
 

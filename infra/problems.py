@@ -105,8 +105,18 @@ def problem_from_error(root: type[BaseModel], err: dict, prefix: str = "") -> Pr
                        f"unknown kind; expected one of {expected}", found)
     if kind == "union_tag_not_found":
         return Problem(path + ".kind", "required field is missing", hint="add kind")
+    if kind == "string_pattern_mismatch":
+        return _pattern_problem(root, loc, path, err, found)
     message = err["msg"].removeprefix("Value error, ")
     return Problem(path, message, found)
+
+
+def _pattern_problem(root: type[BaseModel], loc: tuple, path: str, err: dict, found: str | None) -> Problem:
+    """A value of the wrong form: what the field holds (its description) and the exact rule."""
+    parent = model_at(root, loc)
+    field = parent.model_fields.get(str(loc[-1])) if parent else None
+    what = f"expected {field.description}" if field and field.description else "not an allowed value"
+    return Problem(path, what, found, hint=f"use a value matching {err.get('ctx', {}).get('pattern', '')}")
 
 
 def problems_from_validation(root: type[BaseModel], exc: ValidationError, prefix: str = "") -> list[Problem]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,13 +13,15 @@ from pydantic import ValidationError
 
 from infra.checks import cross_checks
 from infra.config import Deployment
-from infra.errors import ConfigError, Problem
+from infra.errors import ConfigError, InferryError, Problem
 from infra.problems import problems_from_validation
 
 NAMESPACE = "inferry"
 DEPLOYMENT_KEY = f"{NAMESPACE}:deployment"
 TOP_LEVEL = {"config", "encryptionsalt", "secretsprovider", "encryptedkey", "environment"}
 SECRETISH = ("key", "secret", "token", "password", "passphrase")
+# Pulumi's own rule (sdk/go/common/workspace/project.go, validateStackName): 1-100 of these characters.
+STACK_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 
 
 def project_root() -> Path:
@@ -40,14 +43,26 @@ class Stack:
 def stack_path(stack: str, root: Path | None = None) -> tuple[str, Path]:
     """(stack name, file) for a stack name under stacks/ or a path to a stack file."""
     p = Path(stack)
-    if p.suffix in (".yaml", ".yml") or p.exists() or os.sep in stack:
+    if stack and (p.suffix in (".yaml", ".yml") or p.exists() or os.sep in stack):
         name = p.name.removeprefix("Pulumi.").rsplit(".", 1)[0]
-        return name, p
-    return stack, (root or project_root()) / "stacks" / f"Pulumi.{stack}.yaml"
+        return _check_name(name, stack), p
+    return _check_name(stack, stack), (root or project_root()) / "stacks" / f"Pulumi.{stack}.yaml"
+
+
+def _check_name(name: str, given: str) -> str:
+    """The stack name, or an InferryError: Pulumi refuses other names later, after work was done."""
+    if not STACK_NAME.match(name):
+        raise InferryError(f"invalid stack name {name!r}: Pulumi stack names are 1-100 letters, digits, "
+                           "'-', '_' or '.'", "choose a name such as eu-ssh (for a path: Pulumi.eu-ssh.yaml)",
+                           where=given or "STACK")
+    return name
 
 
 def read_yaml(path: Path) -> Any:
     """Parse a YAML file; errors carry line and column."""
+    if path.is_dir():
+        raise ConfigError(str(path), [Problem("", "is a folder, not a stack file",
+                                              hint="pass a stack name or a file such as stacks/Pulumi.eu-ssh.yaml")])
     if not path.is_file():
         hint = f"create it with `inferry init {path.name.removeprefix('Pulumi.').removesuffix('.yaml')}`"
         raise ConfigError(str(path), [Problem("", "stack file not found", hint=hint)])
@@ -59,6 +74,9 @@ def read_yaml(path: Path) -> Any:
         raise ConfigError(str(path), [Problem("", f"YAML syntax error at {where}: {e.problem or e}")]) from None
     except (yaml.YAMLError, UnicodeDecodeError) as e:
         raise ConfigError(str(path), [Problem("", f"not readable as YAML: {e}")]) from None
+    except OSError as e:
+        raise ConfigError(str(path), [Problem("", f"cannot read the stack file: {e.strerror}",
+                                              hint="check the file's permissions")]) from None
 
 
 def _is_secure(value: Any) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from infra.errors import InferryError
 from infra.lifecycle.deployer import Deployer, endpoints
 from infra.lifecycle.loadgen import BenchReport, LoadSpec, run_load
 from infra.secrets import resolve
@@ -34,16 +35,31 @@ def replicas_behind(stack: Stack) -> int:
     return len(t.hosts) if t.load_balancer else 1
 
 
+def _writable(path: Path) -> None:
+    """Create the report's folder; InferryError when path cannot be written."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_dir():
+            raise IsADirectoryError(21, "Is a directory", str(path))
+    except OSError as e:
+        raise InferryError(f"cannot write the report to {e.filename or path}: {e.strerror}",
+                           "pass --json a file path in a writable folder", where="--json") from None
+
+
 def run_bench(stack: Stack, deployer: Deployer, spec_args: dict, json_out: Path | None) -> list[str]:
     """Bench the stack's first endpoint (the load balancer when there is one); returns the printed lines."""
     spec = LoadSpec(**spec_args, exact_length=stack.deployment.engine.kind == "vllm")
     url = endpoints(deployer.outputs(stack), stack.name)[0]
     key = resolve(stack.deployment.serving.api_key, stack.name, "serving.api_key", stack.path)
-    report = run_load(url, key, stack.deployment.model.name, spec)
     path = json_out or inferry_dir() / "bench" / f"{stack.name}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _writable(path)  # before the load: a run is not thrown away for want of a folder
+    report = run_load(url, key, stack.deployment.model.name, spec)
     path.write_text(json.dumps(report.to_dict(), indent=2) + "\n")
     lines = report_lines(report) + [f"  report: {path}"]
+    if not report.completed:
+        first = report.error_samples[0] if report.error_samples else "no answer"
+        raise InferryError(f"none of {spec.requests} request(s) completed ({first}); report: {path}",
+                           f"check the endpoint with `inferry status {stack.name}` and serving.api_key", where=url)
     if report.completed and not report.errors:
         from infra.measurements import record_measured_tps
 

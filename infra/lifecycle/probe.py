@@ -17,14 +17,14 @@ def base_url(endpoint: str) -> str:
 
 def get(url: str, timeout: float = 3.0, api_key: str | None = None) -> tuple[int, str]:
     """(HTTP status, body) of a GET; status 0 when nothing answered."""
-    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
     try:
+        req = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             return resp.status, resp.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as e:
         return e.code, ""
     except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException):
-        return 0, ""  # refused, reset, or cut off mid-answer (a server stopping): nothing answered
+        return 0, ""  # malformed URL, refused, reset, or cut off mid-answer (a server stopping): nothing answered
 
 
 def healthy(endpoint: str, timeout: float = 3.0) -> bool:

@@ -39,7 +39,7 @@ def read_manifest(store: Store, prefix: str) -> Manifest:
             body = store.s3.get_object(Bucket=store.settings.bucket, Key=key)["Body"].read()
         except store.s3.exceptions.NoSuchKey:
             raise StorageError(f"no {MANIFEST_NAME} under {prefix}: the model is missing or its push did not finish",
-                               f"run `inferry weights push FOLDER {prefix}` (again)",
+                               f"run `inferry weights push FOLDER --prefix {prefix}` (again)",
                                where=store.settings.where(key)) from None
     return Manifest.from_json(body, store.settings.where(key))
 

@@ -134,7 +134,11 @@ def pull(settings: StoreSettings, prefix: str, folder: Path, show: bool | None =
     t0, folder = time.monotonic(), Path(folder)
     store = Store.of(settings)
     manifest = rm.read_manifest(store, prefix)
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise StorageError(f"cannot create folder {e.filename or folder}: {e.strerror}",
+                           "pass a folder path that is not a file and can be written", where=str(folder)) from None
     cache = HashCache(folder)
     present = {e.path for e in manifest.files if _local_matches(cache, folder, e)}
     todo = [e for e in manifest.files if e.path not in present]
