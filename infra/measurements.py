@@ -49,11 +49,16 @@ def record_measured_tps(stack_name: str, tps: float, details: Mapping[str, Any] 
     m = Measurement(stack_name, float(tps), datetime.now(timezone.utc).isoformat(timespec="seconds"),
                     dict(details or {}))
     path = _path(stack_name, root)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:  # write then rename: readers never see half a file
-        json.dump(m.__dict__, fh, indent=2, sort_keys=True)
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:  # write then rename: readers never see half a file
+            json.dump(m.__dict__, fh, indent=2, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise InferryError(f"cannot record the measurement in {e.filename or path}: {e.strerror}",
+                           "set INFERRY_STATE_DIR to a writable folder (default: .inferry in the project)",
+                           where=stack_name) from None
     return m
 
 

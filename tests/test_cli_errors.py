@@ -126,3 +126,12 @@ def test_unreadable_stack_file_and_malformed_endpoint_url(cli, tmp_path, monkeyp
     monkeypatch.setattr(Path, "read_text", denied)  # root reads any file: simulate a mode-000 one
     r = cli("validate", str(path))
     assert r.exit_code == 1 and "cannot read the stack file: Permission denied" in r.output, r.output
+
+
+def test_unwritable_state_dir_stops_migrate_before_any_step(cli, world, monkeypatch, tmp_path):
+    monkeypatch.setenv("INFERRY_STATE_DIR", str(tmp_path / "afile"))
+    other = tmp_path / "Pulumi.ce2.yaml"
+    other.write_text((tmp_path / "Pulumi.ce.yaml").read_text().replace("region: test", "region: test2"))
+    r = cli("migrate", "--from", world["stack"], "--to", str(other), "--yes")
+    assert r.exit_code == 1 and isinstance(r.exception, SystemExit), r.output
+    assert "inferry state: cannot write" in r.output and "INFERRY_STATE_DIR" in r.output and "[1/" not in r.output

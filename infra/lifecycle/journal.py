@@ -1,13 +1,16 @@
 """A migration's journal under .inferry/migrations/: which steps finished, so a re-run resumes."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from infra.errors import InferryError
 from infra.stackfile import Stack, project_root
 
 JOURNAL_DIR = "migrations"
@@ -29,10 +32,27 @@ def fingerprint(a: Stack, b: Stack) -> str:
 
 
 def _write(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _mkdir(path.parent)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)  # atomic: a crash never leaves half a journal
+    with _state_errors(path):
+        tmp.write_text(json.dumps(data, indent=2) + "\n")
+        os.replace(tmp, path)  # atomic: a crash never leaves half a journal
+
+
+def _mkdir(folder: Path) -> None:
+    with _state_errors(folder):
+        folder.mkdir(parents=True, exist_ok=True)
+
+
+@contextlib.contextmanager
+def _state_errors(path: Path) -> Iterator[None]:
+    """An unwritable state folder as an InferryError naming it."""
+    try:
+        yield
+    except OSError as e:
+        raise InferryError(f"cannot write {e.filename or path}: {e.strerror}",
+                           "set INFERRY_STATE_DIR to a writable folder (default: .inferry in the project)",
+                           where="inferry state") from None
 
 
 @dataclass
@@ -48,6 +68,7 @@ class Journal:
     def open(cls, root: Path | None, a: Stack, b: Stack) -> Journal:
         """The journal for a -> b; a journal written for other stack contents is discarded."""
         path = inferry_dir(root) / JOURNAL_DIR / f"{a.name}--{b.name}.json"
+        _mkdir(path.parent)  # now, not after the first step: a run must be able to record what it did
         fp = fingerprint(a, b)
         try:
             data = json.loads(path.read_text())
