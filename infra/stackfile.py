@@ -86,7 +86,9 @@ def _is_secure(value: Any) -> bool:
 def _split_config(doc: Any) -> tuple[Any, dict[str, Any], list[Problem]]:
     """(deployment object, other inferry keys, problems) from a stack document."""
     if not isinstance(doc, dict):
-        return None, {}, [Problem("", "expected a mapping with a 'config' key", type(doc).__name__)]
+        found = "an empty file" if doc is None else type(doc).__name__
+        return None, {}, [Problem("", "expected a mapping with a 'config' key", found,
+                                  hint="start from `inferry init NAME` or stacks/Pulumi.eu-ssh.yaml")]
     problems = [Problem(str(k), "unknown top-level key", hint=_guess(str(k), TOP_LEVEL))
                 for k in doc if str(k) not in TOP_LEVEL]
     config = doc.get("config")

@@ -23,6 +23,7 @@ CASES = [
     (["validate", "{tmp}"], 1, ["is a folder, not a stack file"]),
     (["validate", "{tmp}/Pulumi.badurl.yaml"], 1, ["storage.endpoint", "expected http(s)://HOST[:PORT]"]),
     (["validate", "{tmp}/Pulumi.badbucket.yaml"], 1, ["storage.bucket", "S3 bucket name", "'Bad_B'"]),
+    (["validate", "{tmp}/afile"], 1, ["expected a mapping with a 'config' key", "inferry init"]),
     (["init", "{tmp}/Pulumi.bad name.yaml"], 1, ["invalid stack name 'bad name'"]),
     (["init", "{tmp}/afile/Pulumi.x.yaml"], 1, ["cannot write", "afile", "fix:"]),
     (["render", "{stack}", "--out", "{tmp}/afile"], 1, ["--out", "cannot write", "fix:"]),
@@ -42,6 +43,10 @@ CASES = [
      ["no inferry-manifest.json", "weights push FOLDER --prefix nothing"]),
     (["weights", "pull", "{tmp}/afile", "--endpoint", "{s3}", "--bucket", "cli-errors", "-p", "m"], 1,
      ["cannot create folder", "afile", "fix:"]),
+    (["weights", "push", "{tmp}/broken", "--endpoint", "{s3}", "--bucket", "cli-errors", "-p", "b"], 1,
+     ["broken.safetensors is a broken link", "download the model again"]),
+    (["weights", "pull", "{tmp}/blocked", "--endpoint", "{s3}", "--bucket", "cli-errors", "-p", "m"], 1,
+     ["Is a directory", "blocked/model.safetensors", "remove or fix what is in the way"]),
     (["bench", "{stack}", "--requests", "2", "--json", "{tmp}/afile/r.json"], 1, ["--json", "cannot write"]),
     (["bench", "{stack}", "--requests", "2", "--json", "{tmp}"], 1, ["--json", "Is a directory"]),
     (["bench", "{stack}", "--requests", "2", "--json", "{tmp}/r.json"], 1, ["none of 2 request(s) completed"]),
@@ -58,6 +63,9 @@ def world(tmp_path, monkeypatch, s3_server, cli):
     (tmp_path / "empty").mkdir()
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "model.safetensors").write_bytes(os.urandom(1024))
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "broken.safetensors").symlink_to(tmp_path / "gone")
+    (tmp_path / "blocked" / "model.safetensors").mkdir(parents=True)
     stack = write_stack(tmp_path, "ce", target=SSH, storage_endpoint=CLOSED, env_prefix="CE")
     text = stack.read_text()
     (tmp_path / "Pulumi.badurl.yaml").write_text(text.replace(CLOSED, "http://[::1"))

@@ -31,6 +31,9 @@ def list_files(root: Path) -> list[tuple[str, os.stat_result]]:
         rel = path.relative_to(root)
         if SKIP_PARTS & set(rel.parts) or path.name == MANIFEST_NAME or path.name.endswith(PARTIAL_SUFFIX):
             continue
+        if path.is_symlink() and not path.exists():  # a Hugging Face snapshot links to blobs: one is missing
+            raise StorageError(f"{rel.as_posix()} is a broken link (an unfinished download?)",
+                               "download the model again, or remove the link", where=str(path))
         if path.is_file():
             found.append((rel.as_posix(), path.stat()))
     return sorted(found)

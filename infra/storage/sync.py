@@ -54,6 +54,10 @@ def _wait(pool: Pool, futures: list[Future], what: str) -> None:
         first = errors[0]
         if isinstance(first, InferryError):
             raise first
+        if isinstance(first, OSError) and first.filename:  # local: a re-run alone does not help
+            raise StorageError(f"{what} failed: {first.strerror}: {first.filename2 or first.filename}",
+                               "remove or fix what is in the way in the local folder, then run the same command "
+                               "again: it resumes") from None
         raise StorageError(f"{what} failed: {first}", "run the same command again: it resumes") from first
 
 
