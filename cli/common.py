@@ -40,3 +40,14 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise typer.Exit(130) from None
 
     return wrapper
+
+
+def confirm(question: str) -> None:
+    """Ask before a destructive step; no terminal means no answer, so say to pass --yes."""
+    import sys
+
+    if not sys.stdin.isatty():
+        raise InferryError(f"'{question}' needs a yes, but there is no terminal to ask on", "pass --yes")
+    if not typer.confirm(question):
+        err.print("cancelled: nothing was changed")
+        raise typer.Exit(1)

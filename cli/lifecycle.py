@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cli.common import handle_errors, out
+from cli.common import confirm, handle_errors, out
 from infra.errors import InferryError
 from infra.lifecycle.deployer import Deployer, endpoints
 from infra.stackfile import load_stack
@@ -57,8 +57,8 @@ def destroy(stack: str = typer.Argument(..., help=STACK_HELP),
             yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation")) -> None:
     """Delete every resource of the stack (the weight store's bucket stays unless force_destroy)."""
     s = load_stack(stack)
-    if not yes and not typer.confirm(f"destroy every resource of stack {s.name}?"):
-        raise typer.Exit(1)
+    if not yes:
+        confirm(f"destroy every resource of stack {s.name}?")
     changes = make_deployer().destroy(s, say)
     say(f"{s.name} destroyed: {changes.line()}")
 
@@ -97,8 +97,8 @@ def migrate(
     if plan.resume_from:
         say(f"resuming: already done: {', '.join(plan.resume_from)}")
     action = f"bring up {b.name}" + (f" and then destroy {a.name}" if destroy_source else "")
-    if not yes and not typer.confirm(f"{action}?"):
-        raise typer.Exit(1)
+    if not yes:
+        confirm(f"{action}?")
     m.run(destroy_source)
 
 

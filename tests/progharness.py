@@ -6,6 +6,7 @@ It is a `Deployer`, so `inferry migrate` runs end-to-end without the Pulumi CLI.
 """
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import runpy
@@ -193,11 +194,19 @@ class ProgramHarness:
 
 def _forget_failed_run() -> None:
     """The RPC manager and pending output tasks outlive set_mocks: a failed run would fail the next one too."""
+    asyncio.get_event_loop().set_exception_handler(_quiet_reported_errors)
     _get_rpc_manager().clear()
     with SETTINGS.lock:
         for task in SETTINGS.outputs:
             task.cancel()
         SETTINGS.outputs.clear()
+
+
+def _quiet_reported_errors(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    """A failed run's output futures hold the InferryError it already raised: don't log it again at exit."""
+    if isinstance(context.get("exception"), InferryError) and "never retrieved" in context.get("message", ""):
+        return
+    loop.default_exception_handler(context)
 
 
 def _output(value: Any) -> OutputValue:

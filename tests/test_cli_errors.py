@@ -143,3 +143,19 @@ def test_unwritable_state_dir_stops_migrate_before_any_step(cli, world, monkeypa
     r = cli("migrate", "--from", world["stack"], "--to", str(other), "--yes")
     assert r.exit_code == 1 and isinstance(r.exception, SystemExit), r.output
     assert "inferry state: cannot write" in r.output and "INFERRY_STATE_DIR" in r.output and "[1/" not in r.output
+
+
+@pytest.mark.parametrize("args", [["destroy", "eu-ssh"], ["migrate", "--from", "aws-k8s", "--to", "eu-ssh"]])
+def test_destructive_commands_without_a_terminal_ask_for_yes(cli, args, monkeypatch):
+    import infra.lifecycle.migrate as migrate_mod
+
+    monkeypatch.setattr(migrate_mod.Migration, "plan", lambda self, allow: _NoPlan(), raising=True)
+    result = cli(*args)
+    assert result.exit_code == 1
+    assert "pass --yes" in result.output and "Traceback" not in result.output
+
+
+class _NoPlan:
+    diffs: list = []
+    estimate = None
+    resume_from: list = []
