@@ -20,6 +20,7 @@ from infra.errors import InferryError
 from infra.stackfile import load_stack
 from infra.storage.settings import StoreSettings
 from infra.storage.sync import push
+from infra.targets.ssh import pool
 from tests.harness import SECRET_SIG, unsecret
 from tests.progharness import ProgramHarness, write_stack
 
@@ -181,3 +182,59 @@ def error_text(run) -> str:
     with pytest.raises(InferryError) as e:
         run()
     return e.value.render() if hasattr(e.value, "render") else str(e.value)
+
+
+def failing_up(tmp: Path, name: str, host, endpoint: str, env: dict[str, str], **target) -> str:
+    """Apply a stack whose secrets come from env (prefix BAD) and must fail; its error text, then destroy."""
+    os.environ.update({f"BAD_{k}": v for k, v in env.items()})
+    path = stack_file(tmp, name, host, endpoint, "BAD", **target)
+    stack, harness = load_stack(str(path)), ProgramHarness(tmp / f"state-{name}")
+    try:
+        with pytest.raises(InferryError) as e:
+            harness.up(stack, print)
+        return f"{e.value.render()}\n{e.value!s}\n{e.value!r}"
+    finally:
+        os.environ.update({f"BAD_{k}": v for k, v in CANARY.items()} | {"BAD_SSH_KEY": host.client_key_text})
+        harness.destroy(stack, print)
+
+
+def test_error_messages_carry_no_secret(world, tmp_path, capfd):
+    import paramiko
+
+    host, server, _, _ = world
+    stranger = paramiko.Ed25519Key.from_private_key_file  # a valid key the host does not authorise
+    other = tmp_path / "other_key"
+    os.system(f"ssh-keygen -q -t ed25519 -N '' -f {other}")
+    bad = {"S3_ACCESS": f"CANARYBADAK{TAG}", "S3_SECRET": f"canary-bad-secret-{TAG}"}
+    broken_key = f"-----BEGIN OPENSSH PRIVATE KEY-----\nCANARYKEYBODY{TAG}\n-----END OPENSSH PRIVATE KEY-----\n"
+    needles = canaries(host.client_key_text) | bad | {"BROKEN_KEY": f"CANARYKEYBODY{TAG}"}
+    needles |= {f"OTHER[{k}]": v for k, v in canaries(other.read_text()).items() if k.startswith("SSH")}
+    base = dict(CANARY, SSH_KEY=host.client_key_text)
+    texts = {
+        "wrong S3 keys": failing_up(tmp_path, "e-s3", host, server.endpoint, base | bad),
+        "unparsable SSH key": failing_up(tmp_path, "e-key", host, server.endpoint, base | {"SSH_KEY": broken_key}),
+        "unauthorised SSH key": failing_up(tmp_path, "e-auth", host, server.endpoint,
+                                           base | {"SSH_KEY": other.read_text()}),
+    }
+    assert stranger  # paramiko reads the stranger key: it is a real key, refused only by the host
+    pool.close_all()  # pooled connections outlive the listener, as on a real host
+    host.stop_sshd()
+    try:
+        texts["host down"] = failing_up(tmp_path, "e-down", host, server.endpoint, base)
+    finally:
+        host.start_sshd()
+    host.set_standin(never_healthy=True)  # last: a failed create records nothing, so the engine stays up
+    try:
+        texts["failed health check"] = failing_up(tmp_path, "e-health", host, server.endpoint, base,
+                                                  health_timeout_s=5)
+    finally:
+        host.set_standin()
+    assert "rejected the credentials" in texts["wrong S3 keys"]
+    assert "could not be read" in texts["unparsable SSH key"]
+    assert "refused key authentication" in texts["unauthorised SSH key"]
+    assert "connect" in texts["host down"] and "healthy" not in texts["host down"]
+    assert "did not become healthy" in texts["failed health check"]
+    for what, text in texts.items():
+        assert not hits(text, needles) and SIGNATURE not in text, (what, text)
+    captured = capfd.readouterr()
+    assert not hits(captured.out + captured.err, needles)
