@@ -6,9 +6,9 @@ host's process command lines, and the files inferry keeps locally.
 """
 from __future__ import annotations
 
-import base64
 import json
 import os
+import subprocess
 import threading
 import uuid
 from pathlib import Path
@@ -178,10 +178,57 @@ def test_render_prints_no_secret(world, cli, tmp_path):
         assert any(out.iterdir()) and scan_tree(out, needles) == {}
 
 
-def error_text(run) -> str:
-    with pytest.raises(InferryError) as e:
-        run()
-    return e.value.render() if hasattr(e.value, "render") else str(e.value)
+def test_weights_cli_and_local_journal_hold_no_secret(world, cli, tmp_path, monkeypatch, capfd):
+    host, _, path, tmp = world
+    needles = canaries(host.client_key_text)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # sha256 cache and the resume journal
+    stack = ["--stack", str(path)]
+    runs = [cli("weights", "push", str(tmp / "model"), "--prefix", "canary-copy", *stack),
+            cli("weights", "pull", str(tmp_path / "pulled"), *stack),
+            cli("weights", "copy", "--to-prefix", "canary-copy2", *stack),
+            cli("weights", "verify", *stack), cli("weights", "ls", *stack)]
+    for r in runs:
+        assert r.exit_code == 0, r.output
+        assert not hits(r.output, needles) and SIGNATURE not in r.output, r.output
+    assert "canary-copy2" in runs[-1].output and any((tmp_path / "cache" / "inferry" / "journal").iterdir())
+    assert scan_tree(tmp_path / "cache", needles) == {}
+    monkeypatch.setenv("CAN_S3_SECRET", "wrong-" + CANARY["S3_SECRET"])
+    r = cli("weights", "ls", *stack)
+    assert r.exit_code == 1 and "rejected the credentials" in r.output and not hits(r.output, needles), r.output
+    captured = capfd.readouterr()
+    assert not hits(captured.out + captured.err, needles)
+
+
+def test_migrate_journal_holds_no_secret(world, host_network, s3_server_factory, tmp_path, capfd):
+    from infra.lifecycle.migrate import Migration, MigrationError
+    from infra.lifecycle.weights import StoreWeights
+
+    host, _, path, tmp = world
+    needles = canaries(host.client_key_text)
+    server = s3_server_factory(CANARY["S3_ACCESS"], CANARY["S3_SECRET"], host=host_network.gateway)
+    (server.root / "inferry-weights").mkdir(parents=True, exist_ok=True)
+    host_b = host_network.add_host("canaryb")
+    try:
+        a = load_stack(str(path))
+        b = load_stack(str(stack_file(tmp_path, "ssh-canary-b", host_b, server.endpoint, "CAN")))
+        harness, state, lines = ProgramHarness(tmp_path / "state"), tmp_path / "inferry", []
+        harness.up(a, print)
+        key = {b.name: "sk-not-the-engines-key"}  # the check step fails: the journal stays behind
+        migration = lambda: Migration(a, b, harness, StoreWeights(), say=lines.append, root=state,  # noqa: E731
+                                      health_timeout_s=20, secret=lambda s: key[s.name])
+        with pytest.raises(MigrationError) as e:
+            migration().run(destroy_source=True)
+        assert e.value.step == "check" and any(state.rglob("migrations/*--*.json"))
+        assert scan_tree(state, needles) == {} and not hits(e.value.render(), needles)
+        key[b.name] = CANARY["API_KEY"]
+        migration().run(destroy_source=True)
+        assert scan_tree(state, needles) == {} and not hits("\n".join(lines), needles)
+        harness.destroy(b, print)
+        assert scan_tree(host_b.root, needles) == {}
+    finally:
+        host_network.remove_host(host_b)
+    captured = capfd.readouterr()
+    assert not hits(captured.out + captured.err, needles)
 
 
 def failing_up(tmp: Path, name: str, host, endpoint: str, env: dict[str, str], **target) -> str:
@@ -199,12 +246,9 @@ def failing_up(tmp: Path, name: str, host, endpoint: str, env: dict[str, str], *
 
 
 def test_error_messages_carry_no_secret(world, tmp_path, capfd):
-    import paramiko
-
     host, server, _, _ = world
-    stranger = paramiko.Ed25519Key.from_private_key_file  # a valid key the host does not authorise
-    other = tmp_path / "other_key"
-    os.system(f"ssh-keygen -q -t ed25519 -N '' -f {other}")
+    other = tmp_path / "other_key"  # a valid key the host does not authorise
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
     bad = {"S3_ACCESS": f"CANARYBADAK{TAG}", "S3_SECRET": f"canary-bad-secret-{TAG}"}
     broken_key = f"-----BEGIN OPENSSH PRIVATE KEY-----\nCANARYKEYBODY{TAG}\n-----END OPENSSH PRIVATE KEY-----\n"
     needles = canaries(host.client_key_text) | bad | {"BROKEN_KEY": f"CANARYKEYBODY{TAG}"}
@@ -216,7 +260,6 @@ def test_error_messages_carry_no_secret(world, tmp_path, capfd):
         "unauthorised SSH key": failing_up(tmp_path, "e-auth", host, server.endpoint,
                                            base | {"SSH_KEY": other.read_text()}),
     }
-    assert stranger  # paramiko reads the stranger key: it is a real key, refused only by the host
     pool.close_all()  # pooled connections outlive the listener, as on a real host
     host.stop_sshd()
     try:
