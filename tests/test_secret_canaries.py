@@ -281,3 +281,20 @@ def test_error_messages_carry_no_secret(world, tmp_path, capfd):
         assert not hits(text, needles) and SIGNATURE not in text, (what, text)
     captured = capfd.readouterr()
     assert not hits(captured.out + captured.err, needles)
+
+
+def test_kubernetes_program_keeps_secrets_secret(world, tmp_path):
+    import hashlib
+
+    from tests.harness import run_main
+
+    _, server, _, _ = world
+    aws = yaml.safe_load((Path(__file__).parent.parent / "stacks" / "Pulumi.aws-k8s.yaml").read_text())
+    path = write_stack(tmp_path, "k8s-canary", target=aws["config"]["inferry:deployment"]["target"],
+                       storage_endpoint=server.endpoint, env_prefix="CAN")
+    mocks, exports = run_main(path)
+    needles = canaries() | {f"sha256({k})": hashlib.sha256(v.encode()).hexdigest() for k, v in CANARY.items()}
+    secrets = [r for r in mocks.resources if r.type == "kubernetes:core/v1:Secret"]
+    assert secrets and hits(json.dumps(unsecret(secrets[0].inputs)), needles)  # the values do reach the Secret
+    assert not unmarked_secrets(mocks.resources, needles)
+    assert not hits(json.dumps(exports, default=str), needles)
