@@ -81,7 +81,8 @@ def world(host_network, s3_server_factory, tmp_path_factory):
     model.mkdir()
     (model / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}')
     (model / "model.safetensors").write_bytes(os.urandom(1 << 20))
-    path = stack_file(tmp, "ssh-canary", host, server.endpoint, "CAN")
+    lb = {"host": host.name, "port": 8080}  # nginx in front: its config is searched too
+    path = stack_file(tmp, "ssh-canary", host, server.endpoint, "CAN", load_balancer=lb)
     push(StoreSettings.from_stack(load_stack(str(path))).with_bucket("inferry-weights"), model, PREFIX, show=False)
     yield host, server, path, tmp
     host_network.remove_host(host)
@@ -131,7 +132,8 @@ def test_apply_bench_and_destroy_leave_no_secret_in_plain_text(world, capfd, cap
         out = harness.up(stack, print)
     finally:
         ps = watch.finish()
-    assert "endpoint" in out and len(watch.samples) > 3
+    assert out["endpoint"].value.endswith(":8080/v1") and len(watch.samples) > 3
+    assert any(host.root.rglob("nginx.conf"))
     assert not hits(ps, needles) and SIGNATURE not in ps
     curl_argv = host.path(curl_log).read_text()
     assert "-K -" in curl_argv and "X-Amz" not in curl_argv and not hits(curl_argv, needles)  # weights came by curl
