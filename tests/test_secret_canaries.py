@@ -33,10 +33,8 @@ SIGNATURE = "X-Amz-Signature"
 
 def canaries(key_text: str = "") -> dict[str, str]:
     """Name -> needle: the env canaries plus distinctive lines of the SSH private key."""
-    found = {k: v for k, v in CANARY.items()}
     body = [ln for ln in key_text.splitlines() if ln and not ln.startswith("-----")]
-    found.update({f"SSH_KEY[{i}]": ln for i, ln in enumerate(body[-3:])})
-    return found
+    return dict(CANARY) | {f"SSH_KEY[{i}]": ln for i, ln in enumerate(body[-3:])}
 
 
 def hits(blob: str | bytes, needles: dict[str, str]) -> list[str]:
@@ -51,9 +49,8 @@ def scan_tree(root: Path, needles: dict[str, str]) -> dict[str, list[str]]:
     for folder, _, names in os.walk(root):
         for name in names:
             p = Path(folder) / name
-            if p.is_file() and not p.is_symlink():
-                if h := hits(p.read_bytes(), needles):
-                    found[str(p)] = h
+            if p.is_file() and not p.is_symlink() and (h := hits(p.read_bytes(), needles)):
+                found[str(p)] = h
     return found
 
 
@@ -115,7 +112,8 @@ def unmarked_secrets(recorded, needles: dict[str, str]) -> list[str]:
             marked = isinstance(value, dict) and value.get(SECRET_SIG) is not None
             # The pickled provider may capture keys (BucketProvider): Pulumi makes `__provider` a secret
             # always (pulumi/dynamic/dynamic.py serialize_as_secret_always), so it must arrive marked.
-            if key == "__provider" and not marked or not marked and hits(json.dumps(unsecret(value), default=str), needles):
+            plain = json.dumps(unsecret(value), default=str)
+            if not marked and (key == "__provider" or hits(plain, needles)):
                 bad.append(f"{r.name}.{key}")
     return bad
 
