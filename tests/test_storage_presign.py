@@ -40,7 +40,11 @@ def test_curl_fetches_every_file_by_presigned_url(pushed, tmp_path):
 
 def test_fetch_script_downloads_and_checks(pushed, tmp_path):
     st, want = pushed
-    script = presign_model(st, "models/llama", 600).fetch_script(str(tmp_path / "dest"))
+    model = presign_model(st, "models/llama", 600)
+    assert "X-Amz-" not in repr(model)  # URLs are bearer credentials: never in a repr that may reach a log
+    script = model.fetch_script(str(tmp_path / "dest"))
+    curls = [ln.rpartition("| ")[2] for ln in script.splitlines() if "curl " in ln]
+    assert curls and all(c.endswith("-K -") and "X-Amz-" not in c for c in curls)  # no URL on curl's argv
     proc = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     for path, sha in want.items():

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from infra.errors import StorageError
@@ -21,7 +21,13 @@ class PresignedFile:
     path: str
     size: int
     sha256: str
-    url: str
+    url: str = field(repr=False)  # a bearer credential until it expires
+
+
+def _curl_config(url: str) -> str:
+    """printf of a curl config line `url = "URL"` (presigned URLs are percent-encoded: no quote or backslash)."""
+    line = 'url = "' + url + '"'
+    return f"printf '%s\\n' {shlex.quote(line)}"
 
 
 @dataclass(frozen=True)
@@ -31,21 +37,25 @@ class PresignedModel:
     prefix: str
     manifest: Manifest
     files: tuple[PresignedFile, ...]
-    manifest_url: str
+    manifest_url: str = field(repr=False)
     expires_at: datetime
 
     def fetch_script(self, dest: str) -> str:
-        """A POSIX sh script that downloads every file into dest with curl and checks its sha256."""
+        """A POSIX sh script that downloads every file into dest with curl and checks its sha256.
+
+        The URLs are bearer credentials: curl reads each from its config on stdin (`-K -`, fed by the printf
+        builtin), so no curl command line that `ps` shows carries one; the script itself must stay private.
+        """
         d = shlex.quote(dest.rstrip("/"))
         lines = ["set -eu", f"mkdir -p {d}"]
         for f in self.files:
             target = f"{d}/{shlex.quote(f.path)}"
             lines.append(f"mkdir -p \"$(dirname {target})\"")
-            lines.append(f"curl -fsS --retry 3 -o {target}.part {shlex.quote(f.url)}")
+            lines.append(f"{_curl_config(f.url)} | curl -fsS --retry 3 -o {target}.part -K -")
             lines.append(f"echo {shlex.quote(f.sha256 + '  ' + dest.rstrip('/') + '/' + f.path + '.part')} "
                          f"| sha256sum -c --quiet -")
             lines.append(f"mv {target}.part {target}")
-        lines.append(f"curl -fsS --retry 3 -o {d}/{MANIFEST_NAME} {shlex.quote(self.manifest_url)}")
+        lines.append(f"{_curl_config(self.manifest_url)} | curl -fsS --retry 3 -o {d}/{MANIFEST_NAME} -K -")
         return "\n".join(lines) + "\n"
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from infra.errors import RemoteError
 from infra.targets.ssh import preflight
@@ -24,7 +24,7 @@ class FetchEntry:
     path: str
     size: int
     sha256: str
-    url: str
+    url: str = field(repr=False)  # a bearer credential until it expires
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,35 @@
 # inferry weight fetch: reads "SHA256 SIZE RELPATH URL" lines on stdin, downloads in parallel with curl,
 # checks each sha256 before moving it into place. Args: DIR PARALLEL. Only presigned URLs reach the host.
+# A presigned URL is a bearer credential: it travels only through pipes and shell variables (forked workers,
+# builtins, `curl -K -`), never on a command line that `ps` shows.
 dir=$1 par=$2
 mkdir -p "$dir" || exit 1
-xargs -P "$par" -L 1 sh -c '
-  sha=$1 size=$2 rel=$3 url=$4 dest="$0/$3"
+lines=$(cat)
+fetch_one() {
+  sha=$1 size=$2 rel=$3 url=$4 dest="$dir/$3"
   if [ -f "$dest" ] && [ "$(stat -c %s "$dest")" = "$size" ] && echo "$sha  $dest" | sha256sum -c --status; then
-    exit 0
+    return 0
   fi
-  mkdir -p "$(dirname "$dest")" && tmp="$dest.part.$$"
-  curl -fsS --retry 3 --retry-delay 1 -o "$tmp" "$url" || { rm -f "$tmp"; echo "download failed: $rel" >&2; exit 1; }
-  echo "$sha  $tmp" | sha256sum -c --status || { rm -f "$tmp"; echo "sha256 mismatch: $rel" >&2; exit 1; }
+  mkdir -p "$(dirname "$dest")" && tmp="$dest.part.$$.$k"
+  printf 'url = "%s"\n' "$url" | curl -fsS --retry 3 --retry-delay 1 -o "$tmp" -K - \
+    || { rm -f "$tmp"; echo "download failed: $rel" >&2; return 1; }
+  echo "$sha  $tmp" | sha256sum -c --status || { rm -f "$tmp"; echo "sha256 mismatch: $rel" >&2; return 1; }
   mv -f "$tmp" "$dest" && echo "fetched $rel"
-' "$dir"
+}
+pids="" k=0
+while [ "$k" -lt "$par" ]; do
+  # Worker k takes every par-th line; URLs never pass through xargs or exec'd argv.
+  printf '%s\n' "$lines" | {
+    rc=0 n=0
+    while read -r sha size rest; do
+      [ -n "$rest" ] || continue
+      [ $((n % par)) -eq "$k" ] && { fetch_one "$sha" "$size" "${rest% *}" "${rest##* }" || rc=1; }
+      n=$((n + 1))
+    done
+    exit $rc
+  } &
+  pids="$pids $!" k=$((k + 1))
+done
+rc=0
+for p in $pids; do wait "$p" || rc=1; done
+exit $rc
