@@ -33,12 +33,17 @@ def _settings(stack: str | None, endpoint: str | None, region: str, bucket: str 
         return StoreSettings.from_stack(s, **tuning), s.deployment.model.weights_prefix
     if not endpoint or not bucket:
         raise InferryError("no store given", f"pass --{flag}stack NAME, or --{flag}endpoint URL and --{flag}bucket NAME")
-    from infra.config import endpoint_problem
+    import re
+
+    from infra.config import BUCKET_NAME, endpoint_problem
 
     problem = endpoint_problem(endpoint)
     if problem:
         raise InferryError(f"{endpoint!r} is not an S3 endpoint URL: {problem}",
                            f"pass --{flag}endpoint http(s)://HOST[:PORT]", where=f"--{flag}endpoint")
+    if not re.match(BUCKET_NAME, bucket):
+        raise InferryError(f"{bucket!r} is not a valid S3 bucket name",
+                           "use 3-63 lowercase letters, digits, dots and hyphens", where=f"--{flag}bucket")
     style = "virtual" if virtual else "path"
     return StoreSettings.from_env(endpoint, region, bucket, style, prefix=env_prefix, **tuning), None
 
