@@ -266,7 +266,7 @@ def test_error_messages_carry_no_secret(world, tmp_path, capfd):
         texts["host down"] = failing_up(tmp_path, "e-down", host, server.endpoint, base)
     finally:
         host.start_sshd()
-    host.set_standin(never_healthy=True)  # last: a failed create records nothing, so the engine stays up
+    host.set_standin(never_healthy=True)  # last: the knob stays for every engine started after it
     try:
         texts["failed health check"] = failing_up(tmp_path, "e-health", host, server.endpoint, base,
                                                   health_timeout_s=5)

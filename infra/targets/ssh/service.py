@@ -10,7 +10,9 @@ from infra.errors import RemoteError
 from infra.targets.ssh.files import RemoteFile, differing, parse_state, state_command, upload
 from infra.targets.ssh.oplog import Ops
 from infra.targets.ssh.pool import Conn, session
+from infra.targets.ssh.rollback import Changeset, backup_command, drop_command, prev_path, restore_command
 from infra.targets.ssh.runtime import Runtime, script
+from infra.targets.ssh.session import Session
 from infra.targets.ssh.speccodec import from_data
 
 DEPENDS_FILE = ".inferry-depends"  # what the service depends on beyond its files (the weights digest)
@@ -71,40 +73,91 @@ def desired_files(a: ServiceArgs, secret_values: dict[str, str]) -> list[RemoteF
 
 
 def ensure_service(a: ServiceArgs, private_key: str, secret_values: dict[str, str]) -> ServiceReport:
-    """Converge files, restart when a dependency changed or the service is down, then wait until healthy."""
+    """Converge files, restart when a dependency changed or the service is down, then wait until healthy.
+
+    The files an update replaces are kept as .inferry-prev until the engine is healthy; if it is not, the
+    previous files come back (update) or the service is removed (create): nothing is left half-applied.
+    """
     s = session(a.conn, private_key)
     files = desired_files(a, secret_values)
-    probe = s.run(f"{state_command([f.path for f in files])}; echo @@status; {a.rt.status()}", "read service state")
-    state_text, _, status = probe.out.partition("@@status\n")
-    change = differing(files, parse_state(state_text))
+    paths = [f.path for f in files]
+    state, running = read_state(a, s, paths)
+    change = differing(files, state)
+    cs, written = Changeset.of(change, files, state), [f.path for f in change]
+    if cs.replaced:
+        s.run(backup_command(cs.replaced), "keep the previous service files")
     upload(s, change, "upload service files")
-    restart = bool(change) or status.strip() != "running"
+    restart = bool(change) or not running
     if restart:
-        unit_changed = any(f.path == a.rt.unit_path for f in change)
-        s.run(a.rt.restart(reload_unit=unit_changed), "restart the service", timeout=300)
-    ops = Ops(writes=[f.path for f in change], restarts=int(restart))
-    ops.record(s, a.ops_log, "record changes")
-    wait_healthy(a, private_key, secret_values.get("serving.api_key", ""))
-    return ServiceReport(a.endpoint, [f.path for f in change], restart, len(change), int(restart))
+        _restart(a, s, written)
+    Ops(writes=written, restarts=int(restart)).record(s, a.ops_log, "record changes")
+    api_key = secret_values.get("serving.api_key", "")
+    tail = health_failure(a, private_key, api_key)
+    if tail is not None:
+        raise undo(a, private_key, api_key, cs, tail)
+    kept = [p for p in paths if prev_path(p) in state or p in cs.replaced]
+    if kept:
+        s.run(drop_command(kept), "remove the previous service files")
+    return ServiceReport(a.endpoint, written, restart, len(written), int(restart))
 
 
-def wait_healthy(a: ServiceArgs, private_key: str, api_key: str) -> None:
-    """Poll on the host until /health answers and /v1/models lists the model; else fail with the log's tail."""
+def read_state(a: ServiceArgs, s: Session, paths: list[str]) -> tuple[dict[str, tuple[int, str]], bool]:
+    """One round trip: mode and hash of every file and of its kept copy, and whether the service runs."""
+    probe = s.run(f"{state_command(paths + [prev_path(p) for p in paths])}; echo @@status; {a.rt.status()}",
+                  "read service state")
+    state_text, _, status = probe.out.partition("@@status\n")
+    return parse_state(state_text), status.strip() == "running"
+
+
+def _restart(a: ServiceArgs, s: Session, written: list[str]) -> None:
+    s.run(a.rt.restart(reload_unit=a.rt.unit_path in written), "restart the service", timeout=300)
+
+
+def health_failure(a: ServiceArgs, private_key: str, api_key: str) -> str | None:
+    """Poll on the host until /health answers and /v1/models lists the model: None, else the log's last lines."""
     s = session(a.conn, private_key)
     sp = a.spec
-    model = sp.get("served_model_name") or ""
-    args = " ".join(shlex.quote(str(x)) for x in (int(sp["port"]), sp["health_path"], sp["models_path"], model,
-                                                   a.health_timeout_s))
+    args = " ".join(shlex.quote(str(x)) for x in (int(sp["port"]), sp["health_path"], sp["models_path"],
+                                                   sp.get("served_model_name") or "", a.health_timeout_s))
     res = s.run(f"set -- {args}; {script('health.sh')}", "health check", stdin=api_key + "\n", check=False,
                 timeout=a.health_timeout_s + 60)
     if res.code == 0:
-        return
-    tail = s.run(a.rt.logs(40), "read the engine log", check=False).out.rstrip()
-    raise RemoteError(f"the engine did not become healthy within {a.health_timeout_s}s "
-                      f"({sp['health_path']} and {sp['models_path']} listing {model!r} on port {sp['port']}); "
-                      f"last lines of its log:\n{_indent(tail) or '    (empty log)'}",
-                      "fix the engine error shown in the log (options, GPU memory, weights), or raise "
-                      "target.health_timeout_s; then apply again", where=f"host {a.conn.label}")
+        return None
+    return s.run(a.rt.logs(40), "read the engine log", check=False).out.rstrip()
+
+
+def undo(a: ServiceArgs, private_key: str, api_key: str, cs: Changeset, tail: str) -> RemoteError:
+    """Take back what this apply did on an unhealthy engine; the error says what the host runs now."""
+    if cs.fresh:
+        remove_service(a, private_key)
+        return unhealthy(a, tail, "nothing was left running: the service was stopped and the files it wrote "
+                                  "were removed (the weights stay)")
+    if not cs.paths:
+        return unhealthy(a, tail, "")
+    try:
+        s = session(a.conn, private_key)
+        s.run(restore_command(cs), "restore the previous service files")
+        _restart(a, s, cs.paths)
+        Ops(writes=cs.paths, restarts=1).record(s, a.ops_log, "record changes")
+        again = health_failure(a, private_key, api_key)
+    except RemoteError as e:
+        again = e.render()
+    if again is None:
+        return unhealthy(a, tail, "the previous configuration was restored and is serving again")
+    return unhealthy(a, tail, "restoring the previous configuration failed too; last lines of its log:\n"
+                              f"{_indent(again) or '    (empty log)'}")
+
+
+def unhealthy(a: ServiceArgs, tail: str, outcome: str) -> RemoteError:
+    """The health gate's error: what was expected, the failed engine's log, what the host runs now."""
+    sp = a.spec
+    model = sp.get("served_model_name") or ""
+    return RemoteError(f"the engine did not become healthy within {a.health_timeout_s}s "
+                       f"({sp['health_path']} and {sp['models_path']} listing {model!r} on port {sp['port']}); "
+                       f"last lines of its log:\n{_indent(tail) or '    (empty log)'}"
+                       + (f"\n{outcome}" if outcome else ""),
+                       "fix the engine error shown in the log (options, GPU memory, weights), or raise "
+                       "target.health_timeout_s; then apply again", where=f"host {a.conn.label}")
 
 
 def _indent(text: str) -> str:
@@ -116,6 +169,7 @@ def remove_service(a: ServiceArgs, private_key: str) -> None:
     s = session(a.conn, private_key)
     paths = [f.path for f in a.files] + [posixpath.join(a.service_dir, n) for n in (DEPENDS_FILE, "supervise.sh")]
     paths += a.rt.own_files() + [a.ops_log] + secret_paths(a)
+    paths += [prev_path(p) for p in paths]  # copies an interrupted update may have left
     rm = " ".join(shlex.quote(p) for p in sorted(set(paths)))
     reload = "; systemctl daemon-reload 2>/dev/null" if a.runtime == "docker" else ""
     s.run(f"{a.rt.stop()}; rm -f {rm}{reload}; rmdir {shlex.quote(a.service_dir)} 2>/dev/null; true",
