@@ -1,7 +1,7 @@
 """The one error family: every expected failure is an InferryError with a cause and a fix."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass
@@ -71,20 +71,5 @@ class RemoteError(InferryError):
     """A host (over SSH) failed a step."""
 
 
-class EngineError(InferryError):
-    """An engine option the pinned engine version does not accept."""
-
-
 class PulumiMissingError(InferryError):
     """The Pulumi CLI is needed but not installed."""
-
-
-@dataclass
-class Warnings:
-    """Non-fatal findings collected while validating."""
-
-    items: list[Problem] = field(default_factory=list)
-
-    def add(self, path: str, message: str) -> None:
-        """Record one warning."""
-        self.items.append(Problem(path, message))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +31,11 @@ def project_root() -> Path:
 
 @dataclass(frozen=True)
 class Stack:
-    """A validated stack: its name, where it came from, its deployment and its secret keys."""
+    """A validated stack: its name, where it came from and its deployment."""
 
     name: str
     source: str
     deployment: Deployment
-    secure_keys: frozenset[str] = field(default_factory=frozenset)
     path: Path | None = None
 
 
@@ -168,8 +167,7 @@ def load_stack(stack: str, root: Path | None = None) -> Stack:
         problems += _plain_secretish(others, referenced)
     if problems:
         raise ConfigError(str(path), problems)
-    secure = frozenset(k for k, v in others.items() if _is_secure(v))
-    return Stack(name=name, source=str(path), deployment=d, secure_keys=secure, path=path)
+    return Stack(name=name, source=str(path), deployment=d, path=path)
 
 
 def load_from_pulumi() -> Stack:
@@ -187,5 +185,4 @@ def load_from_pulumi() -> Stack:
                                 lambda k: cfg.get(k) is not None)
     if problems:
         raise ConfigError(source, problems)
-    secure = frozenset(r.config for r in d.secret_refs().values() if r.config)
-    return Stack(name=pulumi.get_stack(), source=source, deployment=d, secure_keys=secure)
+    return Stack(name=pulumi.get_stack(), source=source, deployment=d)

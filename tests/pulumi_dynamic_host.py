@@ -17,11 +17,13 @@ from typing import Any
 
 import grpc
 from google.protobuf import struct_pb2
+from pulumi.runtime.rpc import _special_secret_sig as SECRET_SIG
+from pulumi.runtime.rpc import _special_sig_key as SIG
+
+from tests.servers.s3 import stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
 PROVIDER_KEY = "__provider"
-SIG = "4dabf18193072939515e22adb298388d"
-SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
 
 
 class DynamicProviderError(Exception):
@@ -156,13 +158,7 @@ class DynamicHost:
         """Stop the host."""
         if getattr(self, "channel", None) is not None:
             self.channel.close()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_process(self.proc)
         if self.proc.stdout:
             self.proc.stdout.close()
 

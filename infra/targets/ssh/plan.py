@@ -8,6 +8,7 @@ from infra.config import Deployment, SshHost, SshTarget
 from infra.engines.common import weights_dir  # host path = the engines' layout under the cache
 from infra.engines.spec import ServiceSpec
 from infra.errors import ConfigError
+from infra.render import UNIT, render_ssh_files, ssh_spec
 from infra.targets.ssh.checks import ssh_checks
 from infra.targets.ssh.files import RemoteFile
 from infra.targets.ssh.host import HostArgs
@@ -18,7 +19,7 @@ from infra.targets.ssh.service import ServiceArgs
 from infra.targets.ssh.speccodec import to_data
 from infra.targets.ssh.weights import Store, WeightsArgs
 
-SERVICE_NAME = "inferry-engine"  # the systemd unit infra.render writes (render.UNIT without .service)
+SERVICE_NAME = UNIT.removesuffix(".service")  # the systemd unit infra.render writes
 
 
 @dataclass(frozen=True)
@@ -48,8 +49,6 @@ def conn_of(t: SshTarget, h: SshHost) -> Conn:
 
 def service_files(d: Deployment, spec: ServiceSpec) -> tuple[RemoteFile, ...]:
     """The non-secret files infra.render lays out; the unit goes to systemd (docker), or is unused (process)."""
-    from infra.render import UNIT, render_ssh_files
-
     t = d.target
     out = []
     for f in render_ssh_files(d, spec):
@@ -102,8 +101,6 @@ def _store(d: Deployment, source: str) -> Store:
 
 def plan_deployment(d: Deployment) -> TargetPlan:
     """The plan with the engine's service as an SSH host runs it."""
-    from infra.render import ssh_spec
-
     return plan(d, ssh_spec(d))
 
 

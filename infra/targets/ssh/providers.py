@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import threading
+from abc import ABC, abstractmethod
 from typing import Any
 
 from pulumi.dynamic import ConfigureRequest, CreateResult, DiffResult, ResourceProvider, UpdateResult
@@ -48,7 +49,7 @@ def fingerprint(props: dict) -> dict:
     return {"inputs": plain, "secrets": secret}
 
 
-class _Step(ResourceProvider):
+class _Step(ResourceProvider, ABC):
     """Shared diff and CRUD plumbing; subclasses implement _apply and _remove."""
 
     replace_on: tuple[str, ...] = ("conn",)  # another host is another resource
@@ -96,11 +97,13 @@ class _Step(ResourceProvider):
             return str(self._cfg.get(f"inferry:{ref['config']}") or "")
         return os.environ.get(ref.get("env") or "", "")
 
+    @abstractmethod
     def _apply(self, props: dict) -> dict:
-        raise NotImplementedError
+        """Converge the host to props; returns the step's report (no secrets)."""
 
+    @abstractmethod
     def _remove(self, props: dict, key: str) -> None:
-        raise NotImplementedError
+        """Undo what _apply put on the host."""
 
 
 class HostProvider(_Step):

@@ -4,7 +4,8 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from infra.errors import RemoteError
 from infra.targets.ssh import preflight
@@ -13,18 +14,11 @@ from infra.targets.ssh.oplog import Ops
 from infra.targets.ssh.pool import Conn, session
 from infra.targets.ssh.runtime import script
 
+if TYPE_CHECKING:
+    from infra.storage.presign import PresignedFile
+
 MARKER = ".inferry-manifest"  # holds the digest of the manifest the folder was last verified against
 PRESIGN_EXPIRES_S = 3600
-
-
-@dataclass(frozen=True)
-class FetchEntry:
-    """One file to fetch: where it goes, what it must be, and a presigned GET URL."""
-
-    path: str
-    size: int
-    sha256: str
-    url: str = field(repr=False)  # a bearer credential until it expires
 
 
 @dataclass(frozen=True)
@@ -64,24 +58,23 @@ class WeightsReport:
     restarts: int = 0
 
 
-def manifest_digest(entries: list[FetchEntry]) -> str:
+def manifest_digest(entries: list[PresignedFile]) -> str:
     """A digest of (path, size, sha256) of every file: equal digests mean identical weights."""
     lines = sorted(f"{e.path} {e.size} {e.sha256}" for e in entries)
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
-def presigned(store: Store, access_key: str, secret_key: str, expires_s: int = PRESIGN_EXPIRES_S) -> list[FetchEntry]:
+def presigned(store: Store, access_key: str, secret_key: str, expires_s: int = PRESIGN_EXPIRES_S) -> list[PresignedFile]:
     """The manifest with a presigned URL per file, from the weight store (credentials stay here)."""
     from infra.storage.presign import presign_model  # the weight store owns SigV4 and manifests
     from infra.storage.settings import StoreSettings
 
     settings = StoreSettings(store.endpoint, store.region, store.bucket, access_key, secret_key,
                              store.addressing_style)
-    model = presign_model(settings, store.prefix, expires_s)
-    return [FetchEntry(f.path, int(f.size), f.sha256, f.url) for f in model.files]
+    return list(presign_model(settings, store.prefix, expires_s).files)
 
 
-def ensure_weights(a: WeightsArgs, private_key: str, entries: list[FetchEntry]) -> WeightsReport:
+def ensure_weights(a: WeightsArgs, private_key: str, entries: list[PresignedFile]) -> WeightsReport:
     """Fetch what is missing or wrong; a no-op when the folder was verified against the same manifest."""
     digest = manifest_digest(entries)
     total = sum(e.size for e in entries)
