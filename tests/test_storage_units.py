@@ -1,14 +1,12 @@
-"""Pure parts of the weight store: manifest, part sizes, ordered hashing, progress lines, settings."""
+"""Pure parts of the weight store: manifest, part sizes, progress lines, settings."""
 from __future__ import annotations
 
-import hashlib
 import io
-import threading
 
 import pytest
 
 from infra.errors import StorageError
-from infra.storage.engine import OrderedHasher, ranges
+from infra.storage.engine import ranges
 from infra.storage.manifest import FileEntry, Manifest
 from infra.storage.progress import Meter
 from infra.storage.settings import MiB, StoreSettings
@@ -36,17 +34,6 @@ def test_part_size_grows_to_stay_under_ten_thousand_parts():
 def test_settings_never_show_keys():
     s = StoreSettings("http://x", "r", "bkt", "AKIDEXAMPLE", "very-secret")
     assert "very-secret" not in repr(s) and "AKIDEXAMPLE" not in repr(s)
-
-
-def test_ordered_hasher_equals_sequential_sha256_whatever_the_arrival_order():
-    parts = [bytes([i]) * 1000 for i in range(8)]
-    h = OrderedHasher()
-    threads = [threading.Thread(target=h.feed, args=(i, p)) for i, p in reversed(list(enumerate(parts)))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(5)
-    assert h.hexdigest() == hashlib.sha256(b"".join(parts)).hexdigest()
 
 
 def test_progress_prints_plain_lines_off_a_terminal():

@@ -1,7 +1,6 @@
-"""The transfer engine: a bounded thread pool of part tasks, per-file completion, in-order hashing."""
+"""The transfer engine: a bounded thread pool of part tasks, per-file completion."""
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -13,58 +12,12 @@ class Cancelled(Exception):
     """A task skipped because another one failed first."""
 
 
-class OrderedHasher:
-    """sha256 of parts that arrive out of order.
-
-    The part whose turn it is gets hashed at once; a part that arrives early is copied aside
-    (at most `ahead` of them, beyond that its thread waits), so workers rarely block. Parts are
-    queued in order on a FIFO pool, so the part being waited for is always running: no deadlock.
-    Memory of a streamed copy: at most (workers + width x ahead) parts.
-    """
-
-    def __init__(self, ahead: int = 2) -> None:
-        self._h = hashlib.sha256()
-        self._next = 0
-        self._early: dict[int, bytes] = {}
-        self._ahead = ahead
-        self._cond = threading.Condition()
-        self._error: BaseException | None = None
-
-    def feed(self, index: int, data: bytes | bytearray | memoryview) -> None:
-        """Hash part `index` now if it is its turn, else keep a copy until it is."""
-        with self._cond:
-            while self._next != index and len(self._early) >= self._ahead and self._error is None:
-                self._cond.wait()
-            if self._error is not None:
-                raise Cancelled() from self._error
-            if self._next != index:
-                self._early[index] = bytes(data)
-                return
-        chunk: bytes | bytearray | memoryview | None = data
-        while chunk is not None:
-            self._h.update(chunk)  # only the thread whose turn it is gets here; hashlib drops the GIL
-            with self._cond:
-                self._next += 1
-                chunk = self._early.pop(self._next, None)
-                self._cond.notify_all()
-
-    def fail(self, error: BaseException) -> None:
-        """Release every waiter: the file failed."""
-        with self._cond:
-            self._error = error
-            self._early.clear()
-            self._cond.notify_all()
-
-    def hexdigest(self) -> str:
-        """The digest of everything fed."""
-        return self._h.hexdigest()
-
-
 class Pool:
     """Runs part tasks on `workers` threads with a bounded queue; after the first error the rest are skipped."""
 
-    def __init__(self, workers: int):
+    def __init__(self, workers: int, lookups: int = 4):
         self._ex = ThreadPoolExecutor(workers, thread_name_prefix="inferry-xfer")
+        self._lookups = ThreadPoolExecutor(lookups, thread_name_prefix="inferry-lookup")
         self._slots = threading.BoundedSemaphore(workers * 2)
         self.stopped = threading.Event()
         self.errors: list[BaseException] = []
@@ -94,12 +47,17 @@ class Pool:
         finally:
             self._slots.release()
 
+    def lookup(self, fn: Callable[..., Any], *args: Any) -> Future:
+        """Run a small request (a HEAD) beside the part tasks, so its latency overlaps with moving data."""
+        return self._lookups.submit(fn, *args)
+
     def stop(self) -> None:
         """Skip every task not yet started."""
         self.stopped.set()
 
     def close(self) -> None:
         """Wait for running tasks and release the threads."""
+        self._lookups.shutdown(wait=True, cancel_futures=True)
         self._ex.shutdown(wait=True, cancel_futures=True)
 
     def __enter__(self) -> Pool:
@@ -113,18 +71,26 @@ class Pool:
 
 @dataclass
 class FileJob:
-    """One file's transfer: `done` resolves when the file is complete; each next(steps) queues one part."""
+    """One file's transfer: `done` resolves when the file is complete; each next(steps) queues one part.
+
+    `abandon` fails a file whose parts will not all be queued (its own clean-up runs).
+    """
 
     done: Future
     steps: Iterator[None]
+    abandon: Callable[[], None]
 
 
 def run_parts(pool: Pool, parts: list[tuple[Any, ...]], part_fn: Callable[..., Any],
-              finish: Callable[[list[Any]], Any], on_error: Callable[[BaseException], None]) -> FileJob:
-    """A job running part_fn(*part) for every part (queued by `drive`); finish(results) runs once all succeed."""
+              finish: Callable[[list[Any]], Any], on_error: Callable[[BaseException], None],
+              ready: Future | None = None) -> FileJob:
+    """A job running part_fn(*part) for every part (queued by `drive`); finish(results) runs once all succeed.
+
+    With `ready` (a lookup), no part is queued before it succeeds; its error is the job's.
+    """
     done: Future = Future()
     results: list[Any] = [None] * len(parts)
-    left = [len(parts)]
+    left, queued = [len(parts)], [0]
     lock = threading.Lock()
 
     def fail(err: BaseException) -> None:
@@ -156,32 +122,49 @@ def run_parts(pool: Pool, parts: list[tuple[Any, ...]], part_fn: Callable[..., A
                 done.set_result(value)
 
     def steps() -> Iterator[None]:
+        if ready is not None:
+            try:
+                ready.result()
+            except BaseException as e:
+                fail(e)
+                raise
         for i, part in enumerate(parts):
             if pool.stopped.is_set():
                 fail(Cancelled())  # the parts already queued finish or fail on their own; the file is not complete
                 return
             pool.submit(part_fn, *part).add_done_callback(lambda f, i=i: collect(i, f))
+            queued[0] += 1
             yield
 
-    return FileJob(done, steps())
+    def abandon() -> None:
+        if queued[0] < len(parts):  # with every part queued the file still completes on its own
+            fail(Cancelled())
+
+    return FileJob(done, steps(), abandon)
 
 
 def drive(jobs: Iterable[FileJob], width: int = 4) -> list[Future]:
     """Queue the parts of up to `width` files round-robin, so several files (and their sha256) progress at once.
 
     Jobs are created lazily from the iterable, so at most `width` files are open at a time.
-    The pool is FIFO and each file's parts are queued in order, which keeps OrderedHasher deadlock-free.
+    The pool is FIFO and each file's parts are queued in order, which keeps hashing.OrderedHasher
+    deadlock-free.
     """
     pending, active, futures = iter(jobs), [], []
-    while True:
-        while len(active) < width and (job := next(pending, None)) is not None:
-            active.append(job)
-            futures.append(job.done)
-        if not active:
-            return futures
-        for job in list(active):
-            if next(job.steps, _END) is _END:
-                active.remove(job)
+    try:
+        while True:
+            while len(active) < width and (job := next(pending, None)) is not None:
+                active.append(job)
+                futures.append(job.done)
+            if not active:
+                return futures
+            for job in list(active):
+                if next(job.steps, _END) is _END:
+                    active.remove(job)
+    except BaseException:
+        for job in active:  # files with parts never queued fail now, so they clean up after themselves
+            job.abandon()
+        raise
 
 
 _END = object()

@@ -1,12 +1,18 @@
-"""Local model folders: list weight files and their sha256, cached by (size, mtime, inode)."""
+"""Local model folders: list weight files and their digests, cached by (size, mtime, inode)."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
+import xxhash
+
 from infra.errors import StorageError
+from infra.storage.engine import Cancelled
 from infra.storage.manifest import MANIFEST_NAME, FileEntry
 
 # Files that make a folder a model (Hugging Face snapshot layout): at least one of these.
@@ -46,19 +52,20 @@ def require_weights(root: Path, files: list[tuple[str, os.stat_result]]) -> None
                            "pass the folder of a downloaded model, e.g. a Hugging Face snapshot", where=str(root))
 
 
-def sha256_file(path: Path) -> str:
-    """The sha256 of a file, read in large chunks (hashlib releases the GIL)."""
-    h = hashlib.sha256()
+def file_digests(path: Path) -> tuple[str, str]:
+    """(sha256, xxh3-128) of a file, in one pass of large chunks (both release the GIL)."""
+    sha, xxh = hashlib.sha256(), xxhash.xxh3_128()
     with open(path, "rb", buffering=0) as f:
         buf = bytearray(CHUNK)
         view = memoryview(buf)
         while n := f.readinto(buf):
-            h.update(view[:n])
-    return h.hexdigest()
+            sha.update(view[:n])
+            xxh.update(view[:n])
+    return sha.hexdigest(), xxh.hexdigest()
 
 
 class HashCache:
-    """sha256 of the files of one folder, reused while (size, mtime_ns, inode) are unchanged."""
+    """Digests of the files of one folder, reused while (size, mtime_ns, inode) are unchanged."""
 
     def __init__(self, root: Path):
         self.root = root.resolve()
@@ -73,14 +80,14 @@ class HashCache:
     def _sig(st: os.stat_result) -> list:
         return [st.st_size, st.st_mtime_ns, st.st_ino]
 
-    def get(self, rel: str, st: os.stat_result) -> str | None:
-        """The cached sha256 when the file is unchanged."""
+    def get(self, rel: str, st: os.stat_result) -> tuple[str, str] | None:
+        """The cached (sha256, xxh3-128) when the file is unchanged (entries from before xxh3 count as missing)."""
         e = self.entries.get(rel)
-        return e[3] if e and e[:3] == self._sig(st) else None
+        return (e[3], e[4]) if e and len(e) == 5 and e[4] and e[:3] == self._sig(st) else None
 
-    def put(self, rel: str, st: os.stat_result, sha: str) -> None:
-        """Remember a file's sha256."""
-        self.entries[rel] = [*self._sig(st), sha]
+    def put(self, rel: str, st: os.stat_result, sha: str, xxh: str) -> None:
+        """Remember a file's digests."""
+        self.entries[rel] = [*self._sig(st), sha, xxh]
 
     def save(self) -> None:
         """Write the cache (best effort: a read-only home only costs re-hashing)."""
@@ -94,8 +101,48 @@ class HashCache:
 
     def entry(self, rel: str, st: os.stat_result) -> FileEntry:
         """A FileEntry for one file, hashing it unless cached."""
-        sha = self.get(rel, st)
-        if sha is None:
-            sha = sha256_file(self.root / rel)
-            self.put(rel, st, sha)
-        return FileEntry(rel, st.st_size, sha)
+        digests = self.get(rel, st)
+        if digests is None:
+            digests = file_digests(self.root / rel)
+            self.put(rel, st, *digests)
+        return FileEntry(rel, st.st_size, *digests)
+
+
+class SharedFd:
+    """A file descriptor the parts of one file share: closed once released and no part still uses it.
+
+    A part still running when its file fails must never write into (or read from) the fd number
+    after the kernel has handed it to another file.
+    """
+
+    def __init__(self, path: Path, flags: int, mode: int = 0o644):
+        self.fd = os.open(path, flags, mode)
+        self._users = 0
+        self._closing = False
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def use(self) -> Iterator[int]:
+        """The fd, held open for the block; Cancelled once the file was released."""
+        with self._lock:
+            if self._closing:
+                raise Cancelled()
+            self._users += 1
+        try:
+            yield self.fd
+        finally:
+            with self._lock:
+                self._users -= 1
+                last = self._closing and self._users == 0
+            if last:
+                os.close(self.fd)
+
+    def release(self) -> None:
+        """Close now, or as soon as the last part using the fd is done (safe to call twice)."""
+        with self._lock:
+            if self._closing:
+                return
+            self._closing = True
+            last = self._users == 0
+        if last:
+            os.close(self.fd)

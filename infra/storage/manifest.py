@@ -1,4 +1,4 @@
-"""The model manifest `inferry-manifest.json`: each file's path, size and sha256; written last."""
+"""The model manifest `inferry-manifest.json`: each file's path, size, sha256 and xxh3-128; written last."""
 from __future__ import annotations
 
 import json
@@ -13,11 +13,16 @@ VERSION = 1
 
 @dataclass(frozen=True)
 class FileEntry:
-    """One file of a model: its path relative to the model folder, size and sha256 (hex)."""
+    """One file of a model: its path relative to the model folder, size, sha256 and xxh3-128 (hex).
+
+    sha256 names the content (skips, `verify`, hosts' sha256sum); xxh3-128 is the fast check a
+    pull or streamed copy runs on the bytes it moves ("" in manifests written before it existed).
+    """
 
     path: str
     size: int
     sha256: str
+    xxh3_128: str = ""
 
 
 @dataclass(frozen=True)
@@ -39,7 +44,7 @@ class Manifest:
 
     def to_json(self) -> str:
         """The manifest document (sorted paths, stable)."""
-        files = [asdict(f) for f in sorted(self.files, key=lambda f: f.path)]
+        files = [{k: v for k, v in asdict(f).items() if v != ""} for f in sorted(self.files, key=lambda f: f.path)]
         doc = {"version": VERSION, "files": files, "total": self.total, "source": self.source, "created": self.created}
         return json.dumps(doc, indent=1) + "\n"
 
@@ -48,7 +53,8 @@ class Manifest:
         """Parse a manifest; StorageError when it is not one."""
         try:
             doc = json.loads(text)
-            files = tuple(FileEntry(str(f["path"]), int(f["size"]), str(f["sha256"])) for f in doc["files"])
+            files = tuple(FileEntry(str(f["path"]), int(f["size"]), str(f["sha256"]), str(f.get("xxh3_128", "")))
+                          for f in doc["files"])
             m = cls(files, str(doc.get("source", "")), str(doc.get("created", "")))
         except (ValueError, KeyError, TypeError) as e:
             raise StorageError(f"{MANIFEST_NAME} is not a valid manifest ({e})",

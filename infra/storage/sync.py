@@ -134,7 +134,7 @@ def _journaled(journal: Journal, e: FileEntry, job: FileJob) -> FileJob:
 
 
 def pull(settings: StoreSettings, prefix: str, folder: Path, show: bool | None = None) -> SyncResult:
-    """Download a complete model (per its manifest) into a local folder, checking every sha256."""
+    """Download a complete model (per its manifest) into a local folder, checking every file as it arrives."""
     t0, folder = time.monotonic(), Path(folder)
     store = Store.of(settings)
     manifest = rm.read_manifest(store, prefix)
@@ -150,7 +150,7 @@ def pull(settings: StoreSettings, prefix: str, folder: Path, show: bool | None =
     def remember(e: FileEntry, job: FileJob) -> FileJob:
         # Checked while downloading: cache it, so a re-run (even after a failure) need not re-hash it.
         job.done.add_done_callback(
-            lambda f: f.exception() is None and cache.put(e.path, (folder / e.path).stat(), e.sha256))
+            lambda f: f.exception() is None and cache.put(e.path, (folder / e.path).stat(), e.sha256, e.xxh3_128))
         return job
 
     def start(pool: Pool, meter: Meter) -> list[Future]:
