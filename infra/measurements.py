@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -12,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from infra.errors import InferryError
+from infra.stackfile import STACK_NAME, project_root
 
-STACK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
 
 
 @dataclass(frozen=True)
@@ -28,8 +27,6 @@ class Measurement:
 
 def measurements_dir(root: Path | None = None) -> Path:
     """Where measurements live: $INFERRY_STATE_DIR/measurements, else <project root>/.inferry/measurements."""
-    from infra.stackfile import project_root
-
     if root is None and os.environ.get("INFERRY_STATE_DIR"):
         return Path(os.environ["INFERRY_STATE_DIR"]) / "measurements"
     return (root or project_root()) / ".inferry" / "measurements"

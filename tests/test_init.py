@@ -31,3 +31,14 @@ def test_init_rejects_unknown_kind(cli, tmp_path):
     result = cli("init", str(tmp_path / "Pulumi.y.yaml"), "--target", "nomad")
     assert result.exit_code == 1 and "--target" in result.output
     assert not (tmp_path / "Pulumi.y.yaml").exists()
+
+
+@pytest.mark.parametrize("name", ["_under", ".dot", "a.b_c-1"])
+def test_any_name_init_accepts_works_with_every_later_command(cli, tmp_path, monkeypatch, name):
+    """One stack-name rule (Pulumi's) for init, validate, plan and the measurements plan reads."""
+    monkeypatch.setenv("INFERRY_STATE_DIR", str(tmp_path / "state"))
+    path = tmp_path / f"Pulumi.{name}.yaml"
+    assert cli("init", str(path)).exit_code == 0
+    for command in ("validate", "plan"):
+        result = cli(command, str(path))
+        assert result.exit_code == 0, (command, result.output)
