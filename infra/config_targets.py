@@ -72,6 +72,10 @@ class SshTarget(_Strict):
     service_dir: str = Field(default="/etc/inferry", pattern=r"^/")
     max_parallel: int = Field(default=8, ge=1, le=256)
     health_timeout_s: int = Field(default=900, ge=5)
+    rollout: Literal["rolling", "parallel"] = Field(
+        default="rolling", description="rolling: one replica's engine is changed at a time, each healthy before the "
+        "next, and a failure stops the rollout with the others untouched; parallel: all at once (a faster first "
+        "apply, but a bad change restarts every replica)")
     load_balancer: LoadBalancer | None = None
 
     @model_validator(mode="after")

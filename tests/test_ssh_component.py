@@ -22,19 +22,40 @@ def endpoints(args: pulumi.runtime.MockResourceArgs) -> dict:
     return {}
 
 
-def test_eu_ssh_stack_builds_every_step_under_the_component():
+def _run_eu_ssh(rollout: str | None = None) -> tuple[RecordingMocks, dict, dict[str, str], dict[str, list[str]]]:
+    """(mocks, exports, parent by name, depends_on names by name) of the eu-ssh program."""
     parents: dict[str, str] = {}
+    after: dict[str, list[str]] = {}
 
-    def record_parent(args: pulumi.ResourceTransformationArgs):
+    def record(args: pulumi.ResourceTransformationArgs):
         parents[args.name] = args.opts.parent._name if args.opts and args.opts.parent else None
+        after[args.name] = sorted(r._name for r in (args.opts.depends_on or []) if isinstance(r, pulumi.Resource))
         return None
 
     def program():
-        pulumi.runtime.register_stack_transformation(record_parent)
+        pulumi.runtime.register_stack_transformation(record)
         runpy.run_path(str(ROOT / "infra" / "__main__.py"), run_name="__main__")
 
     config, secret = stack_config(STACK)
+    if rollout:
+        doc = json.loads(config["inferry:deployment"])
+        doc["target"]["rollout"] = rollout
+        config["inferry:deployment"] = json.dumps(doc)
     mocks, exports = run(program, config, secret, "eu-ssh", RecordingMocks(outputs_for=endpoints))
+    return mocks, exports, parents, after
+
+
+def test_services_roll_one_host_after_another_unless_parallel():
+    *_, after = _run_eu_ssh()
+    services = sorted(n for n in after if n.endswith("-service"))
+    assert len(services) == 2 and services[0] in after[services[1]]
+    assert not any(s in after[services[0]] for s in services)
+    *_, after = _run_eu_ssh("parallel")
+    assert not any(s in after[t] for s in services for t in services)
+
+
+def test_eu_ssh_stack_builds_every_step_under_the_component():
+    mocks, exports, parents, _ = _run_eu_ssh()
     steps = [r for r in mocks.resources if r.type.startswith(STEP)]
     kinds = sorted(r.type.removeprefix(STEP[:-3]) for r in steps)
     assert kinds == ["SshHost"] * 2 + ["SshLoadBalancer"] + ["SshService"] * 2 + ["SshWeights"] * 2

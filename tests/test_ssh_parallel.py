@@ -1,4 +1,4 @@
-"""Replicas in parallel: at most target.max_parallel at once; one host's failure names it and hides no other."""
+"""Replicas side by side: at most target.max_parallel at once; a host's failure names it and hides no other."""
 from __future__ import annotations
 
 import threading
@@ -18,10 +18,11 @@ from tests.ssh_env import Store, deployment, plan_for
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBQmxZ3pTg1ZZ2w3Px2S0x6bCq8bUq3nY7PwD5l6Jc9f"
 
 
-def test_bounded_parallelism_and_failures_by_name(monkeypatch):
+@pytest.mark.parametrize("rollout", ["parallel", "rolling"])
+def test_bounded_parallelism_and_failures_by_name(monkeypatch, rollout):
     hosts = [SimpleNamespace(address=f"192.0.2.{i}", name=f"gpu-{i}", host_key_line=KEY) for i in range(1, 6)]
     store = Store("http://192.0.2.100:9000", "eu", "ak", "sk")
-    d = deployment(hosts, store, max_parallel=2)
+    d = deployment(hosts, store, max_parallel=2, rollout=rollout)
     running, peak, lock = [0], [0], threading.Lock()
 
     def host_step(a, key):
@@ -42,11 +43,17 @@ def test_bounded_parallelism_and_failures_by_name(monkeypatch):
     with pytest.raises(RemoteError) as e:
         ssh_apply.apply(plan_for(d), {"target.private_key": "k", "serving.api_key": "a",
                                       "storage.access_key_id": "ak", "storage.secret_access_key": "sk"})
-    assert peak[0] == 2
+    assert peak[0] == 2  # host checks and weights run side by side in both rollouts
     text = e.value.render()
-    assert "apply failed on 1 of 5 hosts" in text and "host gpu-3: preflight failed: no usable GPU" in text
+    assert "host gpu-3: preflight failed: no usable GPU" in text
     assert "converged: gpu-1 (http://192.0.2.1:8000/v1), gpu-2" in text
-    assert e.value.outcome.endpoints == [f"http://192.0.2.{i}:8000/v1" for i in (1, 2, 4, 5)]
+    if rollout == "parallel":
+        assert "apply failed on 1 of 5 hosts" in text
+        assert e.value.outcome.endpoints == [f"http://192.0.2.{i}:8000/v1" for i in (1, 2, 4, 5)]
+    else:  # as Pulumi does with the chained services: nothing after the failed host is changed
+        assert "apply failed on 3 of 5 hosts" in text
+        assert "host gpu-4: engine not changed: the rolling update stopped at host gpu-3" in text
+        assert e.value.outcome.endpoints == [f"http://192.0.2.{i}:8000/v1" for i in (1, 2)]
 
 
 def test_diff_is_honest_about_inputs_and_floats():

@@ -89,3 +89,44 @@ def test_unhealthy_create_leaves_nothing_running(make_hosts, weights_store):
     assert not [p for p in processes(h) if "supervise.sh" in p or " serve " in p]
     assert h.exec("test -e /etc/inferry || echo gone").stdout == "gone\n"  # the service folder, as destroy leaves it
     assert len(cached_weights(h)) == 4  # the weights stay
+
+
+def test_rolling_update_stops_at_the_first_unhealthy_replica_and_leaves_the_rest_serving(make_hosts, weights_store,
+                                                                                         monkeypatch):
+    hosts = make_hosts(2)
+    d = deployment(hosts, weights_store, health_timeout_s=5)
+    first = apply(d, hosts, weights_store)
+    old = [h.exec(f"cat {LAUNCHER}").stdout for h in hosts]
+    starts = [len(h.engine_starts()) for h in hosts]
+    for h in hosts:
+        h.set_standin(never_healthy=True)  # the new option breaks every engine it reaches
+    real_run = Session.run
+
+    def run(self, cmd, step, **kw):
+        if step == "restore the previous service files":
+            hosts[0].set_standin()
+        return real_run(self, cmd, step, **kw)
+
+    monkeypatch.setattr(Session, "run", run)
+    with pytest.raises(RemoteError) as e:
+        apply(deployment(hosts, weights_store, engine={"max_num_seqs": 64}, health_timeout_s=5), hosts, weights_store)
+    monkeypatch.setattr(Session, "run", real_run)
+    text = e.value.render()
+    assert f"host {hosts[0].name}: the engine did not become healthy" in text
+    assert f"host {hosts[1].name}: engine not changed: the rolling update stopped at host {hosts[0].name}" in text
+    assert [h.exec(f"cat {LAUNCHER}").stdout for h in hosts] == old  # the first restored, the second never touched
+    assert len(hosts[1].engine_starts()) == starts[1], "the second replica was restarted"
+    assert len(hosts[0].engine_starts()) == starts[0] + 2  # the bad option, then the restored one
+    assert all(chat(url) for url in first.endpoints)
+
+
+def test_parallel_rollout_changes_every_replica_at_once(make_hosts, weights_store):
+    hosts = make_hosts(2)
+    d = deployment(hosts, weights_store, rollout="parallel")
+    apply(d, hosts, weights_store)
+    for h in hosts:
+        h.set_standin(never_healthy=True)
+    with pytest.raises(RemoteError) as e:
+        apply(deployment(hosts, weights_store, engine={"max_num_seqs": 64}, health_timeout_s=5, rollout="parallel"),
+              hosts, weights_store)
+    assert all(f"host {h.name}: the engine did not become healthy" in e.value.render() for h in hosts)

@@ -1,4 +1,4 @@
-"""Apply or destroy an SSH target without the Pulumi CLI: the same providers, driven directly, hosts in parallel.
+"""Apply or destroy an SSH target without the Pulumi CLI: the same providers, driven directly, in the program's order.
 
     plan = plan_deployment(stack.deployment)        # infra.targets.ssh.plan
     outcome = apply(plan, stack_secrets(stack))     # .endpoint, .endpoints, .count("writes"), .hosts[i].outputs
@@ -73,27 +73,60 @@ def _secret_props(plan: TargetPlan, secrets: dict[str, str]) -> dict:
     return {"private_key": secrets[PRIVATE_KEY], "max_parallel": plan.max_parallel}
 
 
-def _apply_host(hp: HostPlan, plan: TargetPlan, secrets: dict[str, str]) -> HostOutcome:
+def _prepare_host(hp: HostPlan, plan: TargetPlan, secrets: dict[str, str]) -> HostOutcome:
+    """Facts, preflight and prerequisites, then the weights: everything before the engine changes."""
     out = HostOutcome(hp.label)
     common = _secret_props(plan, secrets)
-    try:
+
+    def step() -> None:
         out.outputs["host"] = HostProvider().create({**props_of(hp.host), **common}).outs
-        digests = []
         for i, wa in enumerate(hp.weights):
             w = {**props_of(wa), **common, "access_key_id": secrets[S3_ACCESS], "secret_access_key": secrets[S3_SECRET]}
-            out.outputs["weights" if i == 0 else f"weights{i}"] = outs = WeightsProvider().create(w).outs
-            digests.append(outs["manifest_sha256"])
-        depends = " ".join(digests)
-        values = {f: secrets[f] for f in plan.secret_fields}
-        svc = {**props_of(with_depends(hp.service, depends)), **common, "secret_values": values}
+            out.outputs["weights" if i == 0 else f"weights{i}"] = WeightsProvider().create(w).outs
+
+    return _run_step(out, hp, step)
+
+
+def _apply_service(hp: HostPlan, out: HostOutcome, plan: TargetPlan, secrets: dict[str, str]) -> HostOutcome:
+    """The engine's service on a prepared host, healthy (or rolled back by the provider)."""
+    depends = " ".join(o["manifest_sha256"] for k, o in out.outputs.items() if k.startswith("weights"))
+    values = {f: secrets[f] for f in plan.secret_fields}
+    svc = {**props_of(with_depends(hp.service, depends)), **_secret_props(plan, secrets), "secret_values": values}
+
+    def step() -> None:
         out.outputs["service"] = ServiceProvider().create(svc).outs
+
+    return _run_step(out, hp, step)
+
+
+def _run_step(out: HostOutcome, hp: HostPlan, step) -> HostOutcome:
+    """Run one host's step; its error goes into the outcome (one host's failure must not hide the others')."""
+    try:
+        step()
     except InferryError as e:
         out.error = e
-    except Exception as e:  # noqa: BLE001 - one host's bug must not hide the others' results
+    except Exception as e:  # noqa: BLE001 - a bug, reported per host
         out.error = RemoteError(f"unexpected {type(e).__name__}: {e}", "report this as a bug", where=f"host {hp.label}")
     if out.error is not None:
         pool.drop(hp.host.conn)
     return out
+
+
+def _roll(plan: TargetPlan, hosts: list[HostOutcome], secrets: dict[str, str], ex: ThreadPoolExecutor) -> None:
+    """Services: one host after another, stopping at the first failure (rolling), or all at once."""
+    pairs = list(zip(plan.hosts, hosts))
+    if not plan.rolling:
+        list(ex.map(lambda p: _apply_service(*p, plan, secrets), [p for p in pairs if p[1].error is None]))
+        return
+    for i, (hp, out) in enumerate(pairs):
+        if out.error is None:
+            _apply_service(hp, out, plan, secrets)
+        if out.error is not None:
+            for _, later in pairs[i + 1:]:
+                later.error = later.error or RemoteError(
+                    f"engine not changed: the rolling update stopped at host {hp.label}",
+                    f"fix host {hp.label} and apply again", where=f"host {later.label}")
+            return
 
 
 def _raise_if_failed(res: TargetOutcome, verb: str) -> None:
@@ -109,9 +142,11 @@ def _raise_if_failed(res: TargetOutcome, verb: str) -> None:
 
 
 def apply(plan: TargetPlan, secrets: dict[str, str]) -> TargetOutcome:
-    """Converge every host (at most max_parallel at once), then the load balancer; raises naming failed hosts."""
+    """Converge every host (at most max_parallel at once; services rolling unless the plan says parallel), then the
+    load balancer; raises naming failed hosts."""
     with ThreadPoolExecutor(max_workers=plan.max_parallel) as ex:
-        hosts = list(ex.map(lambda hp: _apply_host(hp, plan, secrets), plan.hosts))
+        hosts = list(ex.map(lambda hp: _prepare_host(hp, plan, secrets), plan.hosts))
+        _roll(plan, hosts, secrets, ex)
     res = TargetOutcome(hosts)
     _raise_if_failed(res, "apply")
     if plan.lb is not None:

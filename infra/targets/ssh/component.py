@@ -91,6 +91,8 @@ class SshTarget(pulumi.ComponentResource):
             digests = [w.manifest_sha256 for w in after[1:]]
             svc["depends"] = pulumi.Output.all(*digests).apply(_joined) if digests else ""
             svc.update(common, secret_values=secret_values)
+            if plan.rolling and services:  # Pulumi changes a service only after the previous one succeeded
+                after.append(services[-1])
             services.append(ServiceStep(f"{base}-service", svc, pulumi.ResourceOptions(parent=self, depends_on=after)))
         self.endpoints = pulumi.Output.all(*[s.endpoint for s in services])
         self.endpoint = self.endpoints.apply(lambda e: e[0] if e else "")

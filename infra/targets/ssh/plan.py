@@ -40,6 +40,7 @@ class TargetPlan:
     lb: LbArgs | None
     max_parallel: int
     secret_fields: tuple[str, ...] = ()  # stack fields whose values the service's secret files need
+    rolling: bool = True  # services one host after another, stopping at the first that fails
 
 
 def conn_of(t: SshTarget, h: SshHost) -> Conn:
@@ -90,7 +91,7 @@ def plan(d: Deployment, spec: ServiceSpec) -> TargetPlan:
         lb = LbArgs(conn_of(t, lbh), posixpath.join(t.service_dir, "lb"), t.load_balancer.port,
                     tuple(f"{h.address}:{spec.port}" for h in t.hosts), spec.served_model_name or d.model.name)
     fields = tuple(sorted({e.secret_field for e in spec.secret_env() if e.secret_field} | {"serving.api_key"}))
-    return TargetPlan(tuple(hosts), lb, t.max_parallel, fields)
+    return TargetPlan(tuple(hosts), lb, t.max_parallel, fields, t.rollout == "rolling")
 
 
 def _store(d: Deployment, source: str) -> Store:
