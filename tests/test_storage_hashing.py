@@ -71,6 +71,29 @@ def test_written_hasher_from_many_threads():
         assert h.hexdigest() == hashlib.sha256(data).hexdigest()
 
 
+def test_a_part_written_just_as_the_hasher_finds_nothing_more_is_still_hashed():
+    """The race window made certain: another thread records the next part right after the hasher found none."""
+    data = b"x" * 100 + b"y" * 100
+    with tempfile.TemporaryFile() as f:
+        fd = f.fileno()
+        os.pwrite(fd, data, 0)
+        h = WrittenHasher(fd, len(data))
+        found_nothing = h._next
+
+        def then_another_part_arrives():
+            got = found_nothing()
+            if got is None and h._next is then_another_part_arrives:
+                h._next = found_nothing
+                late = threading.Thread(target=h.written, args=(100, memoryview(data)[100:]))
+                late.start()
+                late.join(10)
+            return got
+
+        h._next = then_another_part_arrives
+        h.written(0, memoryview(data)[:100])
+        assert h.hexdigest() == hashlib.sha256(data).hexdigest()
+
+
 def test_hexdigest_waits_for_the_worker_still_hashing():
     """The last part's writer may return while another worker still hashes: the digest must wait for it."""
     go, hashing = threading.Event(), threading.Event()

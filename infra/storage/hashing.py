@@ -39,7 +39,7 @@ def check_for(entry: FileEntry) -> Check:
 
 
 class OrderedHasher:
-    """A digest (sha256 unless `new` says otherwise) of parts that arrive out of order and are not kept anywhere (a store-to-store copy).
+    """A digest (sha256 unless `new` says otherwise) of parts that arrive out of order, kept nowhere (a copy).
 
     The part whose turn it is gets hashed at once; a part that arrives early is copied aside
     (at most `ahead` of them, beyond that its thread waits), so workers rarely block. Parts are
@@ -86,7 +86,7 @@ class OrderedHasher:
 
 
 class WrittenHasher:
-    """A digest (sha256 unless `new` says otherwise) of a file whose parts are written out of order, hashed while its written prefix grows.
+    """A digest (sha256 unless `new` says otherwise) of a file written out of order, taken as its prefix grows.
 
     The worker that writes the part at the front hashes it from memory, then carries on over
     every part already written after it (read back from the page cache); a worker that finds
@@ -118,16 +118,28 @@ class WrittenHasher:
                     self._hash_back(start, length)
                 with self._cond:
                     self._front = start + length
-        finally:
-            with self._cond:
-                self._busy = False
-                self._cond.notify_all()
+        except BaseException:
+            self._idle()
+            raise
 
     def _next(self) -> tuple[int, int] | None:
-        """(offset, length) of the part at the front when it is written (taking it), else None."""
+        """(offset, length) of the part at the front when it is written (taking it), else None and idle.
+
+        Finding nothing and going idle is one step under the lock: a part recorded in between
+        would otherwise wait for a hasher that has already left.
+        """
         with self._cond:
             length = self._written.pop(self._front, None)
-            return None if length is None else (self._front, length)
+            if length is None:
+                self._busy = False
+                self._cond.notify_all()
+                return None
+            return self._front, length
+
+    def _idle(self) -> None:
+        with self._cond:
+            self._busy = False
+            self._cond.notify_all()
 
     def _hash_back(self, offset: int, length: int) -> None:
         buf = getattr(_local, "hash_buf", None)

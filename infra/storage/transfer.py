@@ -213,8 +213,9 @@ def download(pool: Pool, store: Store, key: str, entry: FileEntry, dest: Path, p
         got = hasher.hexdigest()
         file.release()
         if got != check.want:
-            raise StorageError(f"{entry.path}: {check.name} {got[:12]}… does not match the manifest's {check.want[:12]}…",
-                               "the stored object is corrupt: push the model again", where=store.settings.where(key))
+            raise StorageError(f"{entry.path}: {check.name} {got[:12]}… does not match the manifest's "
+                               f"{check.want[:12]}…", "the stored object is corrupt: push the model again",
+                               where=store.settings.where(key))
         os.replace(tmp, dest)
 
     def failed(err: BaseException) -> None:
