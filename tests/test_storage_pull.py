@@ -9,6 +9,7 @@ import pytest
 from infra.errors import StorageError
 from infra.storage.manifest import MANIFEST_NAME
 from infra.storage.sync import pull, push
+from infra.storage.verify import verify
 from tests.storage_util import hash_cache_in_tmp, make_model, settings, tree  # noqa: F401 - fixture
 
 
@@ -93,3 +94,20 @@ def _open_under(folder) -> list[str]:
         if target.startswith(str(folder)):
             found.append(target)
     return found
+
+
+def test_verify_checks_the_xxh3_pulls_rely_on(s3_server, tmp_path):
+    s3_server.bucket("pull-verify")
+    st = settings(s3_server, "pull-verify")
+    make_model(tmp_path / "m")
+    push(st, tmp_path / "m", "m")
+    assert verify(st, "m").ok
+    s3, key = st.client(), f"m/{MANIFEST_NAME}"
+    doc = json.loads(s3.get_object(Bucket=st.bucket, Key=key)["Body"].read())
+    wrong = next(f for f in doc["files"] if f["path"] == "config.json")
+    wrong["xxh3_128"] = "0" * 32
+    s3.put_object(Bucket=st.bucket, Key=key, Body=json.dumps(doc).encode())
+    result = verify(st, "m")
+    assert [(b.path, b.problem.split()[0]) for b in result.bad] == [("config.json", "xxh3-128")]
+    with pytest.raises(StorageError, match="config.json: xxh3-128"):
+        pull(st, "m", tmp_path / "out")

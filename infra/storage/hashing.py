@@ -26,6 +26,22 @@ class Check:
     want: str
 
 
+class Digests:
+    """sha256 and xxh3-128 of the same bytes in one pass: what push records and verify checks."""
+
+    def __init__(self) -> None:
+        self._sha, self._xxh = hashlib.sha256(), xxhash.xxh3_128()
+
+    def update(self, data: bytes | bytearray | memoryview) -> None:
+        """Feed both."""
+        self._sha.update(data)
+        self._xxh.update(data)
+
+    def hexdigest(self) -> tuple[str, str]:
+        """(sha256, xxh3-128) in hex."""
+        return self._sha.hexdigest(), self._xxh.hexdigest()
+
+
 def check_for(entry: FileEntry) -> Check:
     """xxh3-128 when the manifest has it, else sha256.
 
@@ -80,8 +96,8 @@ class OrderedHasher:
             self._early.clear()
             self._cond.notify_all()
 
-    def hexdigest(self) -> str:
-        """The digest of everything fed."""
+    def hexdigest(self) -> Any:
+        """The digest of everything fed (a Digests pair when `new` is Digests)."""
         return self._h.hexdigest()
 
 

@@ -9,10 +9,9 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import xxhash
-
 from infra.errors import StorageError
 from infra.storage.engine import Cancelled
+from infra.storage.hashing import Digests
 from infra.storage.manifest import MANIFEST_NAME, FileEntry
 
 # Files that make a folder a model (Hugging Face snapshot layout): at least one of these.
@@ -54,14 +53,13 @@ def require_weights(root: Path, files: list[tuple[str, os.stat_result]]) -> None
 
 def file_digests(path: Path) -> tuple[str, str]:
     """(sha256, xxh3-128) of a file, in one pass of large chunks (both release the GIL)."""
-    sha, xxh = hashlib.sha256(), xxhash.xxh3_128()
+    digests = Digests()
     with open(path, "rb", buffering=0) as f:
         buf = bytearray(CHUNK)
         view = memoryview(buf)
         while n := f.readinto(buf):
-            sha.update(view[:n])
-            xxh.update(view[:n])
-    return sha.hexdigest(), xxh.hexdigest()
+            digests.update(view[:n])
+    return digests.hexdigest()
 
 
 class HashCache:

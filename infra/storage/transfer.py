@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from infra.errors import StorageError
 from infra.storage.engine import FileJob, Pool, ranges, run_parts
-from infra.storage.hashing import OrderedHasher, WrittenHasher, check_for
+from infra.storage.hashing import Digests, OrderedHasher, WrittenHasher, check_for
 from infra.storage.local import PARTIAL_SUFFIX, SharedFd
 from infra.storage.manifest import FileEntry
 from infra.storage.settings import StoreSettings, s3_errors
@@ -279,8 +279,8 @@ def server_copy(pool: Pool, src: Store, src_key: str, dst: Store, dst_key: str, 
 
 
 def hash_object(pool: Pool, store: Store, key: str, size: int, progress: Progress) -> FileJob:
-    """The sha256 of a stored object, read in parallel ranges (for verify)."""
-    hasher = OrderedHasher()
+    """(sha256, xxh3-128) of a stored object, read in parallel ranges (for verify)."""
+    hasher = OrderedHasher(new=Digests)
 
     def part(index: int, offset: int, length: int) -> None:
         data = read_range(store, key, offset, length)

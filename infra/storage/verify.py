@@ -1,4 +1,4 @@
-"""Check a stored model against its manifest (every byte re-hashed), and list the models of a bucket."""
+"""Check a stored model against its manifest (every byte re-hashed, both digests), and list the models of a bucket."""
 from __future__ import annotations
 
 import time
@@ -36,7 +36,7 @@ class VerifyResult:
 
 
 def verify(settings: StoreSettings, prefix: str, show: bool | None = None) -> VerifyResult:
-    """Re-read every object of a model and compare its size and sha256 with the manifest."""
+    """Re-read every object of a model and compare its size, sha256 and xxh3-128 with the manifest."""
     t0 = time.monotonic()
     store = Store.of(settings)
     manifest = rm.read_manifest(store, prefix)
@@ -48,15 +48,17 @@ def verify(settings: StoreSettings, prefix: str, show: bool | None = None) -> Ve
     meter = Meter(f"verify {prefix}", sum(e.size for e in check), show)
     with Pool(settings.concurrency) as pool:
         futures = drive(hash_object(pool, store, model_key(prefix, e.path), e.size, meter) for e in check)
-        for path, want, fut in zip([e.path for e in check], [e.sha256 for e in check], futures):
+        for e, fut in zip(check, futures):
             try:
-                got = fut.result()
+                sha, xxh = fut.result()
             except Cancelled:
                 continue
             except Exception:  # noqa: BLE001 - the pool's first error is raised below
                 continue
-            if got != want:
-                bad.append(BadFile(path, f"sha256 {got[:12]}… != manifest {want[:12]}…"))
+            if sha != e.sha256:
+                bad.append(BadFile(e.path, f"sha256 {sha[:12]}… != manifest {e.sha256[:12]}…"))
+            elif e.xxh3_128 and xxh != e.xxh3_128:  # what pulls check: a wrong one would fail every pull
+                bad.append(BadFile(e.path, f"xxh3-128 {xxh[:12]}… != manifest {e.xxh3_128[:12]}…"))
     meter.close()
     real = [e for e in pool.errors if not isinstance(e, Cancelled)]
     if real:
