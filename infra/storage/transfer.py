@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterator
 from typing import Any, Callable
 
 from infra.errors import StorageError
@@ -80,8 +80,10 @@ def read_range(store: Store, key: str, offset: int, length: int) -> memoryview:
         return view
     with s3_errors(store.settings, key, "read object"):
         body, src = _ranged_get(store, key, offset, length)
-        _fill(store, key, src, view, offset)
-        body.close()
+        try:
+            _fill(store, key, src, view, offset)
+        finally:
+            body.close()
     return view
 
 
@@ -92,11 +94,13 @@ def read_chunks(store: Store, key: str, offset: int, length: int) -> Iterator[tu
         return
     with s3_errors(store.settings, key, "read object"):
         body, src = _ranged_get(store, key, offset, length)
-        for at in range(offset, offset + length, CHUNK):
-            view = _buffer("chunk", min(CHUNK, offset + length - at))
-            _fill(store, key, src, view, at)
-            yield at, view
-        body.close()
+        try:
+            for at in range(offset, offset + length, CHUNK):
+                view = _buffer("chunk", min(CHUNK, offset + length - at))
+                _fill(store, key, src, view, at)
+                yield at, view
+        finally:  # also when the caller stops early (its write failed): the connection is not left half-read
+            body.close()
 
 
 def check_size(store: Store, key: str, size: int) -> None:
