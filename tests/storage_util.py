@@ -47,3 +47,11 @@ def tree(folder: Path) -> dict[str, str]:
     """{relative path: sha256} of every file under a folder."""
     return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def flip_byte(server: S3Server, bucket: str, key: str, at: int) -> None:
+    """Flip one bit of a stored object in place, behind the store's back (same size: rclone's cache still holds)."""
+    stored = server.root / bucket / key
+    data = bytearray(stored.read_bytes())
+    data[at] ^= 0x01
+    stored.write_bytes(bytes(data))

@@ -11,7 +11,7 @@ from infra.storage.manifest import MANIFEST_NAME
 from infra.storage.progress import Meter
 from infra.storage.sync import copy, pull, push
 from infra.storage.verify import ls, verify
-from tests.storage_util import hash_cache_in_tmp, make_model, settings  # noqa: F401 - fixture
+from tests.storage_util import flip_byte, hash_cache_in_tmp, make_model, settings  # noqa: F401 - fixture
 
 
 def _kill_after(monkeypatch, server, nbytes: int) -> None:
@@ -84,10 +84,7 @@ def test_flipped_byte_is_named_by_verify_and_refused_by_pull(s3_server, tmp_path
     st = settings(s3_server, "fault-flip")
     make_model(tmp_path / "m")
     push(st, tmp_path / "m", "m")
-    stored = s3_server.root / "fault-flip" / "m" / "model-00001-of-00002.safetensors"
-    data = bytearray(stored.read_bytes())
-    data[7 << 20] ^= 0x01
-    stored.write_bytes(bytes(data))
+    flip_byte(s3_server, "fault-flip", "m/model-00001-of-00002.safetensors", 7 << 20)
     result = verify(st, "m")
     assert [b.path for b in result.bad] == ["model-00001-of-00002.safetensors"]
     assert "sha256" in result.bad[0].problem

@@ -10,23 +10,21 @@ from infra.errors import StorageError
 from infra.storage.manifest import MANIFEST_NAME
 from infra.storage.sync import pull, push
 from infra.storage.verify import verify
-from tests.storage_util import hash_cache_in_tmp, make_model, settings, tree  # noqa: F401 - fixture
+from tests.storage_util import flip_byte, hash_cache_in_tmp, make_model, settings, tree  # noqa: F401 - fixture
 
 
-def _strip_xxh3(st, prefix: str) -> None:
-    """Rewrite a stored manifest (through the store: it caches sizes) as versions before xxh3 wrote it."""
+def _edit_manifest(st, prefix: str, change) -> None:
+    """Rewrite each file entry of a stored manifest with change(entry), through the store (it caches sizes)."""
     s3, key = st.client(), f"{prefix}/{MANIFEST_NAME}"
     doc = json.loads(s3.get_object(Bucket=st.bucket, Key=key)["Body"].read())
     for f in doc["files"]:
-        f.pop("xxh3_128")
+        change(f)
     s3.put_object(Bucket=st.bucket, Key=key, Body=json.dumps(doc).encode())
 
 
-def _flip(server, bucket: str, key: str, at: int) -> None:
-    stored = server.root / bucket / key
-    data = bytearray(stored.read_bytes())
-    data[at] ^= 0x01
-    stored.write_bytes(bytes(data))
+def _strip_xxh3(st, prefix: str) -> None:
+    """The manifest as versions before xxh3 wrote it."""
+    _edit_manifest(st, prefix, lambda f: f.pop("xxh3_128"))
 
 
 def test_pull_checks_xxh3_and_names_the_corrupt_file(s3_server, tmp_path):
@@ -35,7 +33,7 @@ def test_pull_checks_xxh3_and_names_the_corrupt_file(s3_server, tmp_path):
     make_model(tmp_path / "m")
     pushed = push(st, tmp_path / "m", "m")
     assert all(len(e.xxh3_128) == 32 for e in pushed.manifest.files)
-    _flip(s3_server, "pull-xxh", "m/model-00002-of-00002.safetensors", 3 << 20)
+    flip_byte(s3_server, "pull-xxh", "m/model-00002-of-00002.safetensors", 3 << 20)
     with pytest.raises(StorageError) as e:
         pull(st, "m", tmp_path / "out")
     assert "model-00002-of-00002.safetensors: xxh3-128" in str(e.value) and "push the model again" in str(e.value)
@@ -58,7 +56,7 @@ def test_manifest_from_before_xxh3_pulls_with_sha256_and_a_push_adds_xxh3_withou
     assert all(len(f["xxh3_128"]) == 32 for f in doc["files"])
 
     _strip_xxh3(st, "m")
-    _flip(s3_server, "pull-old", "m/model-00001-of-00002.safetensors", 5)
+    flip_byte(s3_server, "pull-old", "m/model-00001-of-00002.safetensors", 5)
     with pytest.raises(StorageError, match="model-00001-of-00002.safetensors: sha256"):
         pull(st, "m", tmp_path / "again")
 
@@ -102,11 +100,7 @@ def test_verify_checks_the_xxh3_pulls_rely_on(s3_server, tmp_path):
     make_model(tmp_path / "m")
     push(st, tmp_path / "m", "m")
     assert verify(st, "m").ok
-    s3, key = st.client(), f"m/{MANIFEST_NAME}"
-    doc = json.loads(s3.get_object(Bucket=st.bucket, Key=key)["Body"].read())
-    wrong = next(f for f in doc["files"] if f["path"] == "config.json")
-    wrong["xxh3_128"] = "0" * 32
-    s3.put_object(Bucket=st.bucket, Key=key, Body=json.dumps(doc).encode())
+    _edit_manifest(st, "m", lambda f: f.update(xxh3_128="0" * 32) if f["path"] == "config.json" else None)
     result = verify(st, "m")
     assert [(b.path, b.problem.split()[0]) for b in result.bad] == [("config.json", "xxh3-128")]
     with pytest.raises(StorageError, match="config.json: xxh3-128"):

@@ -13,7 +13,7 @@ import xxhash
 from infra.storage.engine import Cancelled
 from infra.storage.manifest import FileEntry
 
-CHUNK = 8 << 20
+CHUNK = 8 << 20  # reads of a file to hash it: large enough that each syscall feeds the hash for a while
 _local = threading.local()
 
 

@@ -11,14 +11,13 @@ from pathlib import Path
 
 from infra.errors import StorageError
 from infra.storage.engine import Cancelled
-from infra.storage.hashing import Digests
+from infra.storage.hashing import CHUNK, Digests
 from infra.storage.manifest import MANIFEST_NAME, FileEntry
 
 # Files that make a folder a model (Hugging Face snapshot layout): at least one of these.
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".engine", ".plan", ".npz", ".msgpack", ".h5")
 SKIP_PARTS = {".git", ".cache", ".huggingface"}
 PARTIAL_SUFFIX = ".inferry-part"
-CHUNK = 8 << 20
 
 
 def cache_dir() -> Path:
@@ -81,7 +80,7 @@ class HashCache:
     def get(self, rel: str, st: os.stat_result) -> tuple[str, str] | None:
         """The cached (sha256, xxh3-128) when the file is unchanged (entries from before xxh3 count as missing)."""
         e = self.entries.get(rel)
-        return (e[3], e[4]) if e and len(e) == 5 and e[4] and e[:3] == self._sig(st) else None
+        return (e[3], e[4]) if e and len(e) == 5 and e[:3] == self._sig(st) else None
 
     def put(self, rel: str, st: os.stat_result, sha: str, xxh: str) -> None:
         """Remember a file's digests."""

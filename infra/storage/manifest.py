@@ -44,7 +44,8 @@ class Manifest:
 
     def to_json(self) -> str:
         """The manifest document (sorted paths, stable)."""
-        files = [{k: v for k, v in asdict(f).items() if v != ""} for f in sorted(self.files, key=lambda f: f.path)]
+        files = [{k: v for k, v in asdict(f).items() if k != "xxh3_128" or v}  # none in pre-xxh3 manifests
+                 for f in sorted(self.files, key=lambda f: f.path)]
         doc = {"version": VERSION, "files": files, "total": self.total, "source": self.source, "created": self.created}
         return json.dumps(doc, indent=1) + "\n"
 

@@ -149,8 +149,9 @@ def pull(settings: StoreSettings, prefix: str, folder: Path, show: bool | None =
 
     def remember(e: FileEntry, job: FileJob) -> FileJob:
         # Checked while downloading: cache it, so a re-run (even after a failure) need not re-hash it.
-        job.done.add_done_callback(
-            lambda f: f.exception() is None and cache.put(e.path, (folder / e.path).stat(), e.sha256, e.xxh3_128))
+        # A manifest from before xxh3 gives only the sha256: then a later push hashes the file itself.
+        job.done.add_done_callback(lambda f: f.exception() is None and bool(e.xxh3_128) and cache.put(
+            e.path, (folder / e.path).stat(), e.sha256, e.xxh3_128))
         return job
 
     def start(pool: Pool, meter: Meter) -> list[Future]:

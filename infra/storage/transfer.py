@@ -207,8 +207,8 @@ def download(pool: Pool, store: Store, key: str, entry: FileEntry, dest: Path, p
     hasher = WrittenHasher(file.fd, entry.size, check.new)
 
     def part(index: int, offset: int, length: int) -> None:
-        for at, data in read_chunks(store, key, offset, length):
-            with file.use() as fd:
+        with file.use() as fd:
+            for at, data in read_chunks(store, key, offset, length):
                 _pwrite_all(fd, data, at)
                 hasher.written(at, data)
         progress(length)
