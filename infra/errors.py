@@ -1,7 +1,14 @@
 """The one error family: every expected failure is an InferryError with a cause and a fix."""
 from __future__ import annotations
 
+import functools
+import sys
+import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -73,3 +80,32 @@ class RemoteError(InferryError):
 
 class PulumiMissingError(InferryError):
     """The Pulumi CLI is needed but not installed."""
+
+
+def in_provider_host() -> bool:
+    """Whether this process is Pulumi's dynamic-provider host (`python -m pulumi.dynamic`)."""
+    main = sys.modules.get("__main__")
+    return getattr(getattr(main, "__spec__", None), "name", "") == "pulumi.dynamic.__main__"
+
+
+def reported(fn: Callable[..., T]) -> Callable[..., T]:
+    """For dynamic-provider methods: Pulumi shows an InferryError as its message, not a Python traceback.
+
+    Pulumi's provider host answers a failed call with traceback.format_exc() (pulumi/dynamic/__main__.py),
+    which honours sys.tracebacklimit: at 0 only the exception's line is left. An unexpected exception
+    keeps its traceback inside the message, where it is a bug report.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        if in_provider_host():
+            sys.tracebacklimit = 0
+        try:
+            return fn(*args, **kwargs)
+        except InferryError as e:
+            raise e from None  # the message says it all; the chain of causes is noise to the user
+        except Exception as e:  # noqa: BLE001 - re-raised with its traceback in the message
+            trace = "".join(traceback.format_exception(e, limit=40))
+            raise InferryError(f"unexpected error (a bug in inferry, please report it):\n{trace}") from None
+
+    return wrapper

@@ -1,7 +1,6 @@
 """The Pulumi program: load the stack, build storage -> engine -> target, return the exports."""
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from infra.errors import InferryError
@@ -40,13 +39,16 @@ def _target(stack: Stack) -> dict[str, Any]:
 
 
 def main() -> None:
-    """Entry point for `pulumi up`: errors print as one clean message, not a traceback."""
+    """The program, for `pulumi up` (__main__.py) and `inferry up` (inline): errors as one clean message.
+
+    pulumi.RunError is the one exception both runners (pulumi-language-python-exec and the Automation API's
+    in-process language server) report as its message alone, without a Python traceback.
+    """
     import pulumi
 
     try:
         exports = build(load_from_pulumi())
     except InferryError as e:
-        pulumi.log.error(e.render())
-        sys.exit(1)
+        raise pulumi.RunError(e.render()) from None
     for key, value in exports.items():
         pulumi.export(key, value)

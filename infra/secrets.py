@@ -8,8 +8,7 @@ from pathlib import Path
 
 from infra.config import SecretRef
 from infra.errors import PulumiMissingError, SecretError
-
-PULUMI_INSTALL = "install the Pulumi CLI: curl -fsSL https://get.pulumi.com | sh (see https://www.pulumi.com/docs/install/)"
+from infra.pulumicli import INSTALL, cli_env
 
 
 def resolve(ref: SecretRef, stack_name: str, field: str, stack_file: Path | None = None) -> str:
@@ -26,20 +25,20 @@ def _pulumi_config_get(key: str, stack_name: str, field: str, stack_file: Path |
     exe = shutil.which("pulumi")
     if exe is None:
         raise PulumiMissingError(f"reading secret inferry:{key} needs the Pulumi CLI, which is not installed",
-                                 f"{PULUMI_INSTALL}; or reference an environment variable: {{env: NAME}}", where=field)
+                                 f"{INSTALL}; or reference an environment variable: {{env: NAME}}", where=field)
     cmd = [exe, "config", "get", f"inferry:{key}", "--stack", stack_name]
     if stack_file is not None:
         cmd += ["--config-file", str(stack_file)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=_root(), check=False)
+    from infra.stackfile import project_root
+
+    root = project_root()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=root, check=False,
+                          env={**os.environ, **cli_env(root, os.environ)})
     if proc.returncode != 0:
         # Pulumi's message names the key and the problem (passphrase, stack); it never holds the value.
         raise SecretError(f"could not read secret inferry:{key}: {proc.stderr.strip()[:300]}",
                           "set PULUMI_CONFIG_PASSPHRASE and check the stack name", where=field)
     return proc.stdout.rstrip("\n")
-
-
-def _root() -> Path:
-    return Path(__file__).resolve().parent.parent
 
 
 def output(ref: SecretRef, field: str):

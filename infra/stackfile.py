@@ -24,9 +24,18 @@ SECRETISH = ("key", "secret", "token", "password", "passphrase")
 STACK_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 
 
-def project_root() -> Path:
-    """The folder holding Pulumi.yaml (the repo root)."""
-    return Path(__file__).resolve().parent.parent
+def project_root(start: Path | None = None) -> Path:
+    """The project folder, found as Pulumi finds it: the nearest Pulumi.yaml from the current folder up.
+
+    Outside any project, the folder inferry was installed from (a checkout) if it has one, else the current
+    folder: stacks are then named by path.
+    """
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "Pulumi.yaml").is_file():
+            return folder
+    checkout = Path(__file__).resolve().parent.parent
+    return checkout if (checkout / "Pulumi.yaml").is_file() else here
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up on a fresh Debian/Ubuntu machine with Python 3.11+: a venv with inferry in it.
-# With --test it also installs what the test suite needs (OpenSSH server, iproute2, curl, python3) when run as root.
+# With --test it also installs what the test suite needs (OpenSSH server, iproute2, curl, python3) when run as root,
+# and builds the external programs the suite drives (scripts/tools.sh: the Pulumi CLI; cached).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
@@ -37,4 +38,7 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
   .venv/bin/python -m pip install -q --disable-pip-version-check -e "$extras"
   touch "$stamp"
+fi
+if [ "${1:-}" = "--test" ]; then
+  bash scripts/tools.sh >/dev/null
 fi

@@ -3,4 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
+# The programs scripts/tools.sh built (or found): the Pulumi CLI and its Python plugins, first on PATH.
+PATH="$(bash scripts/tools.sh 2>/dev/null | tail -n 1):$PATH"
+export PATH
 exec .venv/bin/python -m pytest "$@"

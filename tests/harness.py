@@ -76,7 +76,7 @@ def resolve(value: Any) -> Any:
 
 
 def run_main(stack_file: Path, stack: str | None = None) -> tuple[RecordingMocks, dict[str, Any]]:
-    """Run infra/__main__.py for a stack file, as `pulumi up` would."""
+    """Run __main__.py for a stack file, as `pulumi up` would."""
     config, secret = stack_config(stack_file)
     name = stack or stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
-    return run(lambda: runpy.run_path(str(ROOT / "infra" / "__main__.py"), run_name="__main__"), config, secret, name)
+    return run(lambda: runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__"), config, secret, name)

@@ -1,4 +1,4 @@
-"""Whole-program harness: infra/__main__.py under Pulumi mocks, each dynamic resource run by its real provider.
+"""Whole-program harness: __main__.py under Pulumi mocks, each dynamic resource run by its real provider.
 
 Like the engine: create on the first run; later runs diff against recorded state and update (or replace)
 only where diff says so; resources gone from the program are deleted; destroy deletes in reverse order.
@@ -114,11 +114,11 @@ def _plain(value: Any) -> Any:
 
 
 class ProgramHarness:
-    """A `Deployer` running infra/__main__.py in-process under DynamicMocks; state in JSON files."""
+    """A `Deployer` running __main__.py in-process under DynamicMocks; state in JSON files."""
 
     def __init__(self, state_dir: Path, program: Callable[[], Any] | None = None):
         self.state_dir = Path(state_dir)
-        self.program = program or (lambda: runpy.run_path(str(ROOT / "infra" / "__main__.py"), run_name="__main__"))
+        self.program = program or (lambda: runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__"))
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.last: DynamicMocks | None = None
 

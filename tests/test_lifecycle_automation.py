@@ -8,7 +8,8 @@ import pytest
 from pulumi.automation import EngineEvent
 
 from infra.errors import InferryError, PulumiMissingError
-from infra.lifecycle.automation import AutomationDeployer, backend_env, passphrase_env
+from infra.lifecycle.automation import AutomationDeployer, passphrase_env
+from infra.pulumicli import backend_env
 from infra.lifecycle.progress import describe
 from infra.stackfile import load_stack
 from tests.conftest import ROOT

@@ -1,7 +1,7 @@
 """The whole SSH path under the program harness, then `migrate` between two SSH stacks with no downtime.
 
 Real OpenSSH test hosts (tests/hosts) run the stand-in engine; two real S3 servers with different keys hold
-each stack's weights; the Pulumi program (infra/__main__.py) runs under mocks whose dynamic resources are
+each stack's weights; the Pulumi program (__main__.py) runs under mocks whose dynamic resources are
 handed to their real providers (tests/progharness.py).
 """
 from __future__ import annotations

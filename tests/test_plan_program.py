@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+import pulumi
 import pytest
 
 from infra.errors import SizingError
@@ -23,7 +24,7 @@ def test_infeasible_stack_fails_the_program():
     from infra.program import main
 
     config, secret = _config()
-    with pytest.raises(SystemExit):
+    with pytest.raises(pulumi.RunError):
         mocks, _ = run(main, config, secret)
 
 

@@ -1,6 +1,7 @@
 """The Pulumi program runs under Pulumi's mocks for every bundled stack."""
 from __future__ import annotations
 
+import pulumi
 import pytest
 
 from tests.conftest import STACKS
@@ -19,5 +20,5 @@ def test_program_refuses_plain_secret(tmp_path):
     from infra.program import main
 
     config, secret = stack_config(STACKS[0])
-    with pytest.raises(SystemExit):
+    with pytest.raises(pulumi.RunError):
         run(main, config, [k for k in secret if not k.endswith("apiKey")])

@@ -34,7 +34,7 @@ def _run_eu_ssh(rollout: str | None = None) -> tuple[RecordingMocks, dict, dict[
 
     def program():
         pulumi.runtime.register_stack_transformation(record)
-        runpy.run_path(str(ROOT / "infra" / "__main__.py"), run_name="__main__")
+        runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
 
     config, secret = stack_config(STACK)
     if rollout:

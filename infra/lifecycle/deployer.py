@@ -24,6 +24,7 @@ class OutputValue:
 
 
 _OPS = {"same": "unchanged"}
+_ORDER = ("create", "update", "replace", "delete")  # then anything else, unchanged last
 
 
 @dataclass(frozen=True)
@@ -36,9 +37,14 @@ class Changes:
         """Resources created, updated, replaced or deleted."""
         return sum(n for op, n in self.counts.items() if op != "same")
 
+    def ordered(self) -> list[tuple[str, int]]:
+        """(operation, count) with changes first, in Pulumi's order, unchanged last; zero counts left out."""
+        rank = lambda op: (_ORDER.index(op) if op in _ORDER else len(_ORDER) + (op == "same"), op)  # noqa: E731
+        return sorted(((op, n) for op, n in self.counts.items() if n), key=lambda kv: rank(kv[0]))
+
     def line(self) -> str:
         """e.g. '2 create, 5 unchanged' (operation names as Pulumi's summary has them)."""
-        parts = [f"{n} {_OPS.get(op, op)}" for op, n in sorted(self.counts.items()) if n]
+        parts = [f"{n} {_OPS.get(op, op)}" for op, n in self.ordered()]
         return ", ".join(parts) or "no resources"
 
 

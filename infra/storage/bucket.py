@@ -6,7 +6,7 @@ from typing import Any
 
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
-from infra.errors import StorageError
+from infra.errors import StorageError, reported
 from infra.storage.settings import StoreSettings, s3_errors
 
 # Changing where the bucket is means another bucket: replace. The rest is updated in place.
@@ -39,6 +39,7 @@ class BucketProvider(ResourceProvider):
                              _plain(self.access_key), _plain(self.secret_key),
                              str(props.get("addressing_style") or "path"), retries=2)
 
+    @reported
     def create(self, props: dict[str, Any]) -> CreateResult:
         """Create the bucket, or adopt it when it already exists; then tag it."""
         s = self._settings(props)
@@ -52,6 +53,7 @@ class BucketProvider(ResourceProvider):
                 s3.create_bucket(**args)
         return CreateResult(s.bucket, _outs(props, adopted, _tag(s, s3, props.get("tags") or {})))
 
+    @reported
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """Refresh: the bucket's existence and tags as the store reports them."""
         s = self._settings(props)
@@ -64,12 +66,14 @@ class BucketProvider(ResourceProvider):
             outs["tags"] = tags
         return ReadResult(id_, outs)
 
+    @reported
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         """Only real differences of our inputs; the serialized provider (__provider) is ignored."""
         changed = [k for k in INPUT_KEYS if _norm(olds.get(k)) != _norm(news.get(k))]
         replaces = [k for k in changed if k in REPLACE_KEYS]
         return DiffResult(changes=bool(changed), replaces=replaces, stables=[], delete_before_replace=False)
 
+    @reported
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         """Re-apply tags and settings that can change in place."""
         s = self._settings(news)
@@ -79,6 +83,7 @@ class BucketProvider(ResourceProvider):
                                where=s.endpoint)
         return UpdateResult(_outs(news, bool(olds.get("adopted")), _tag(s, s3, news.get("tags") or {})))
 
+    @reported
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         """Delete the bucket if inferry created it: only when empty unless force_destroy empties it first."""
         s = self._settings(props)

@@ -48,9 +48,15 @@ class LbReport:
 
 
 def nginx_conf(a: LbArgs) -> str:
-    """Round robin (nginx's default) over the replicas; the Authorization header passes through unchanged."""
+    """Round robin (nginx's default) over the replicas; the Authorization header passes through unchanged.
+
+    No replica is ever marked down (max_fails=0): nginx's passive marking held a restarted replica out for
+    fail_timeout, so in a rolling update the balancer refused every request while one replica was healthy.
+    A refused connection (an engine restarting or loading) fails over at once; a host that does not answer
+    at all costs a request at most proxy_connect_timeout before the next replica is tried.
+    """
     d = a.service_dir
-    servers = "\n".join(f"    server {u} max_fails=2 fail_timeout=10s;" for u in a.upstreams)
+    servers = "\n".join(f"    server {u} max_fails=0;" for u in a.upstreams)
     temps = "\n".join(f"  {k}_temp_path {d}/tmp/{k};" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
     return f"""# Written by inferry: round-robin load balancer over the replicas.
 worker_processes 1;
@@ -71,6 +77,7 @@ http {{
       proxy_set_header Connection "";
       proxy_buffering off;
       proxy_read_timeout 3600s;
+      proxy_connect_timeout 2s;
       proxy_next_upstream error timeout http_502 http_503;
     }}
   }}
@@ -78,16 +85,26 @@ http {{
 """
 
 
-def ensure_lb(a: LbArgs, private_key: str, api_key: str) -> LbReport:
-    """Write the config when it differs, (re)load nginx when needed, then check it answers through to a replica."""
-    s = session(a.conn, private_key)
+def _read(a: LbArgs, s) -> tuple[list[RemoteFile], bool]:
+    """(the config file if it differs from the wanted one, whether nginx runs): one round trip."""
     conf = RemoteFile(a.conf_path, nginx_conf(a), 0o644)
     pid = shlex.quote(posixpath.join(a.service_dir, "nginx.pid"))
     probe = s.run(f"{state_command([conf.path])}; echo @@status; p=$(cat {pid} 2>/dev/null) && "
                   "kill -0 \"$p\" 2>/dev/null && echo running; true", "read load balancer state")
     state_text, _, status = probe.out.partition("@@status\n")
-    change = differing([conf], parse_state(state_text))
-    running = status.strip() == "running"
+    return differing([conf], parse_state(state_text)), status.strip() == "running"
+
+
+def lb_drift(a: LbArgs, private_key: str) -> list[str]:
+    """What differs on the host from the last apply: the nginx config, a stopped nginx."""
+    change, running = _read(a, session(a.conn, private_key))
+    return [f"{f.path} changed" for f in change] + ([] if running else ["nginx is not running"])
+
+
+def ensure_lb(a: LbArgs, private_key: str, api_key: str) -> LbReport:
+    """Write the config when it differs, (re)load nginx when needed, then check it answers through to a replica."""
+    s = session(a.conn, private_key)
+    change, running = _read(a, s)
     if change or not running:
         s.run(INSTALL_NGINX, "install nginx", timeout=900)
         upload(s, change, "upload the nginx config")

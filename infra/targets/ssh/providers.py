@@ -8,14 +8,16 @@ import threading
 from abc import ABC, abstractmethod
 from typing import Any
 
-from pulumi.dynamic import ConfigureRequest, CreateResult, DiffResult, ResourceProvider, UpdateResult
+from pulumi.dynamic import ConfigureRequest, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
+from infra.errors import reported
 from infra.targets.ssh import args as A
 from infra.targets.ssh.host import ensure_host
-from infra.targets.ssh.lb import ensure_lb, remove_lb
-from infra.targets.ssh.service import ensure_service, remove_service
-from infra.targets.ssh.weights import ensure_weights, presigned, remove_weights
+from infra.targets.ssh.lb import ensure_lb, lb_drift, remove_lb
+from infra.targets.ssh.service import ensure_service, remove_service, service_drift
+from infra.targets.ssh.weights import ensure_weights, presigned, remove_weights, weights_drift
 
+IN_SYNC = "in-sync"  # the host part of a fingerprint: what `refresh` found differs from the last apply
 SECRETS = ("private_key", "access_key_id", "secret_access_key", "secret_values", "api_key")
 _SLOTS: dict[int, threading.BoundedSemaphore] = {}
 _SLOTS_GUARD = threading.Lock()
@@ -46,7 +48,7 @@ def fingerprint(props: dict) -> dict:
     """Per-input digests (secrets only as one salted digest) stored in outputs, so diff compares inputs."""
     plain = {k: _digest(v) for k, v in props.items() if k not in SECRETS and not k.startswith("__")}
     secret = _digest(["inferry-secrets-v1"] + [props.get(k) for k in SECRETS])
-    return {"inputs": plain, "secrets": secret}
+    return {"inputs": plain, "secrets": secret, "host": IN_SYNC}
 
 
 class _Step(ResourceProvider, ABC):
@@ -60,6 +62,7 @@ class _Step(ResourceProvider, ABC):
         # ConfigureRequest.config is "stack configuration for the current deployment" (Pulumi dynamic docs).
         self._cfg = req.config
 
+    @reported
     def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
         """Changed when any input's digest differs from the one recorded at the last apply."""
         old, new = olds.get("fingerprint") or {}, fingerprint(news)
@@ -67,29 +70,44 @@ class _Step(ResourceProvider, ABC):
         changed = [k for k in sorted(keys) if old.get("inputs", {}).get(k) != new["inputs"].get(k)]
         if old.get("secrets") != new["secrets"]:
             changed.append("secrets")
+        if old.get("host", IN_SYNC) != IN_SYNC:
+            changed.append("drift")  # `refresh` found the host changed behind Pulumi's back: converge it
         replaces = [k for k in changed if k in self.replace_on]
         return DiffResult(changes=bool(changed), replaces=replaces, stables=[], delete_before_replace=True)
 
+    @reported
     def create(self, props: dict) -> CreateResult:
         """Converge the host to the inputs (safe to repeat)."""
         outs = self._run(props)
         return CreateResult(id_=f"{props['conn']['address']}:{int(props['conn'].get('port', 22))}", outs=outs)
 
+    @reported
     def update(self, _id: str, _olds: dict, news: dict) -> UpdateResult:
         """Same as create: read state, change only the difference."""
         return UpdateResult(outs=self._run(news))
 
+    @reported
     def delete(self, _id: str, props: dict) -> None:
         """Remove what the step put on the host."""
         key = props.get("private_key") or self._resolve(props.get("private_key_ref") or {})
         with _slot(int(props.get("max_parallel", 8))):
             self._remove(props, key)
 
+    @reported
+    def read(self, id_: str, props: dict) -> ReadResult:
+        """`pulumi refresh`: what differs on the host from the last apply is recorded as `drift`, and the next
+        `up` sees the resource changed and converges it. Nothing on the host is changed here."""
+        key = self._resolve(props.get("private_key_ref") or {})
+        with _slot(int(props.get("max_parallel", 8))):
+            drift = self._drift(props, key)
+        fp = {**(props.get("fingerprint") or {}), "host": _digest(drift) if drift else IN_SYNC}
+        return ReadResult(id_, {**props, "drift": drift, "fingerprint": fp})
+
     def _run(self, props: dict) -> dict:
         with _slot(int(props.get("max_parallel", 8))):
             report = self._apply(props)
         keep = {k: v for k, v in props.items() if k not in SECRETS and not k.startswith("__")}
-        return {**keep, **report, "fingerprint": fingerprint(props)}
+        return {**keep, **report, "drift": [], "fingerprint": fingerprint(props)}
 
     def _resolve(self, ref: dict) -> str:
         """A secret by reference: Pulumi config (given to configure) or an environment variable."""
@@ -104,6 +122,10 @@ class _Step(ResourceProvider, ABC):
     @abstractmethod
     def _remove(self, props: dict, key: str) -> None:
         """Undo what _apply put on the host."""
+
+    def _drift(self, props: dict, key: str) -> list[str]:
+        """What differs on the host from what the last apply left there (none by default)."""
+        return []
 
 
 class HostProvider(_Step):
@@ -127,6 +149,10 @@ class WeightsProvider(_Step):
     def _remove(self, props: dict, key: str) -> None:
         remove_weights(A.weights_args(props), key)
 
+    def _drift(self, props: dict, key: str) -> list[str]:
+        return weights_drift(A.weights_args(props), key, str(props.get("manifest_sha256") or ""),
+                             int(props.get("files") or 0), int(props.get("bytes") or 0))
+
 
 class ServiceProvider(_Step):
     """Service files, restart when needed, health gate; outputs the endpoint."""
@@ -138,6 +164,9 @@ class ServiceProvider(_Step):
     def _remove(self, props: dict, key: str) -> None:
         remove_service(A.service_args(props), key)
 
+    def _drift(self, props: dict, key: str) -> list[str]:
+        return service_drift(A.service_args(props), key)
+
 
 class LoadBalancerProvider(_Step):
     """nginx round-robin over the replicas on one host."""
@@ -147,3 +176,6 @@ class LoadBalancerProvider(_Step):
 
     def _remove(self, props: dict, key: str) -> None:
         remove_lb(A.lb_args(props), key)
+
+    def _drift(self, props: dict, key: str) -> list[str]:
+        return lb_drift(A.lb_args(props), key)

@@ -59,17 +59,22 @@ class ServiceReport:
     restarts: int
 
 
+def plain_files(a: ServiceArgs) -> list[RemoteFile]:
+    """The service's files whose content is known without secrets: rendered files, the dependency marker,
+    the runtime's own files."""
+    files = list(a.files) + [RemoteFile(posixpath.join(a.service_dir, DEPENDS_FILE), a.depends + "\n", 0o644)]
+    if a.runtime == "process":
+        files.append(RemoteFile(posixpath.join(a.service_dir, "supervise.sh"), script("supervise.sh"), 0o755))
+    return files
+
+
 def desired_files(a: ServiceArgs, secret_values: dict[str, str]) -> list[RemoteFile]:
-    """Every file the service owns on the host: rendered files, secret files (0600), runtime files."""
+    """Every file the service owns on the host: plain_files and the secret files (0600)."""
     from infra.render import render_secret_files  # the env file and auth proxy are rendered only here
 
-    d = a.service_dir
-    secret = [RemoteFile(posixpath.join(d, f.name), f.content, f.mode)
+    secret = [RemoteFile(posixpath.join(a.service_dir, f.name), f.content, f.mode)
               for f in render_secret_files(from_data(a.spec), secret_values)]
-    files = list(a.files) + secret + [RemoteFile(posixpath.join(d, DEPENDS_FILE), a.depends + "\n", 0o644)]
-    if a.runtime == "process":
-        files.append(RemoteFile(posixpath.join(d, "supervise.sh"), script("supervise.sh"), 0o755))
-    return files
+    return plain_files(a) + secret
 
 
 def ensure_service(a: ServiceArgs, private_key: str, secret_values: dict[str, str]) -> ServiceReport:
@@ -99,6 +104,17 @@ def ensure_service(a: ServiceArgs, private_key: str, secret_values: dict[str, st
     if kept:
         s.run(drop_command(kept), "remove the previous service files")
     return ServiceReport(a.endpoint, written, restart, len(written), int(restart))
+
+
+def service_drift(a: ServiceArgs, private_key: str) -> list[str]:
+    """What differs on the host from the last apply: changed or missing files, a stopped service.
+
+    Secret-bearing files (the env file, the proxy config) are left out: their content is not in state.
+    """
+    files = plain_files(a)
+    state, running = read_state(a, session(a.conn, private_key), [f.path for f in files])
+    drift = [f"{f.path} {'changed' if f.path in state else 'missing'}" for f in differing(files, state)]
+    return drift + ([] if running else ["the engine service is not running"])
 
 
 def read_state(a: ServiceArgs, s: Session, paths: list[str]) -> tuple[dict[str, tuple[int, str]], bool]:

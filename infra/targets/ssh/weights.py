@@ -84,11 +84,11 @@ def ensure_weights(a: WeightsArgs, private_key: str, entries: list[PresignedFile
                   "while [ ! -e \"$dd\" ]; do dd=$(dirname \"$dd\"); done; echo \"$dd\"; df -Pk \"$dd\"; echo @@have; "
                   f"[ -d {d} ] && cd {d} && find . -type f ! -name '*.part.*' -printf '%s %P\\n'; true", "read weights cache")
     marker, _, rest = probe.out.partition("\n@@df\n")
-    if marker.strip() == digest:
-        return WeightsReport(a.model_dir, digest, len(entries), total, 0, 0)
     df_text, _, have_text = rest.partition("@@have\n")
     have = {ln.split(" ", 1)[1]: int(ln.split(" ", 1)[0]) for ln in have_text.splitlines() if " " in ln}
     missing = [e for e in entries if have.get(e.path) != e.size]
+    if marker.strip() == digest and not missing:
+        return WeightsReport(a.model_dir, digest, len(entries), total, 0, 0)
     path, free = parse_df(df_text)
     need = int(sum(e.size for e in missing) * (1 + (preflight.TRT_BUILD_FACTOR if a.trt_build else 0)))
     if need > free:
@@ -110,6 +110,21 @@ def ensure_weights(a: WeightsArgs, private_key: str, entries: list[PresignedFile
     ops = Ops(writes=[posixpath.join(a.model_dir, p) for p in fetched] + [posixpath.join(a.model_dir, MARKER)])
     ops.record(s, a.ops_log, "record changes")
     return WeightsReport(a.model_dir, digest, len(entries), total, len(fetched), len(ops.writes))
+
+
+def weights_drift(a: WeightsArgs, private_key: str, manifest_sha256: str, files: int, total: int) -> list[str]:
+    """What differs in the host's cache from the last verified fetch: the manifest marker, files, bytes."""
+    d = shlex.quote(a.model_dir)
+    probe = session(a.conn, private_key).run(
+        f"cat {d}/{MARKER} 2>/dev/null; echo; echo @@have; [ -d {d} ] && cd {d} && "
+        f"find . -type f ! -name '*.part.*' ! -name {MARKER} -printf '%s\\n'; true", "read weights cache")
+    marker, _, sizes = probe.out.partition("\n@@have\n")
+    found = [int(x) for x in sizes.split()]
+    if marker.strip() != manifest_sha256:
+        return [f"{a.model_dir} was not verified against the stack's manifest"]
+    if len(found) < files or sum(found) < total:
+        return [f"{a.model_dir} holds {len(found)} files ({sum(found)} bytes), the manifest {files} ({total})"]
+    return []
 
 
 def remove_weights(a: WeightsArgs, private_key: str) -> None:

@@ -1,0 +1,56 @@
+"""The Pulumi CLI for this project: where it is, which backend it uses, and the environment it runs with."""
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from infra.errors import PulumiMissingError
+
+STATE_DIR = ".inferry/state"  # git-ignored: the local file backend when no other backend is configured
+INSTALL = ("install the Pulumi CLI: curl -fsSL https://get.pulumi.com | sh (https://www.pulumi.com/docs/install/); "
+           "without internet access, `bash scripts/tools.sh` builds it from Go modules")
+
+
+def require_pulumi() -> str:
+    """The `pulumi` executable, or PulumiMissingError saying how to install it."""
+    exe = shutil.which("pulumi")
+    if exe is None:
+        raise PulumiMissingError("the Pulumi CLI (`pulumi`) is not installed or not on PATH",
+                                 f"{INSTALL}; then run the command again")
+    return exe
+
+
+def logged_in(environ: Mapping[str, str]) -> bool:
+    """Whether `pulumi login` chose a backend (credentials.json names a current one)."""
+    home = Path(environ.get("PULUMI_HOME") or Path(environ.get("HOME", "~")).expanduser() / ".pulumi")
+    try:
+        return bool(json.loads((home / "credentials.json").read_text()).get("current"))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def backend_env(root: Path, environ: Mapping[str, str]) -> dict[str, str]:
+    """PULUMI_BACKEND_URL for the local file backend, unless the user set or logged into another."""
+    if environ.get("PULUMI_BACKEND_URL") or logged_in(environ):
+        return {}
+    state = root / STATE_DIR
+    state.mkdir(parents=True, exist_ok=True)
+    return {"PULUMI_BACKEND_URL": f"file://{state}"}
+
+
+def provider_python(environ: Mapping[str, str]) -> dict[str, str]:
+    """The interpreter Pulumi's dynamic-provider plugin runs: this one, which can import infra/.
+
+    pulumi-resource-pulumi-python runs `$PULUMI_PYTHON_CMD -u -m pulumi.dynamic` unless a virtualenv is named.
+    """
+    if environ.get("PULUMI_PYTHON_CMD") or environ.get("PULUMI_RUNTIME_VIRTUALENV"):
+        return {}
+    return {"PULUMI_PYTHON_CMD": sys.executable}
+
+
+def cli_env(root: Path, environ: Mapping[str, str]) -> dict[str, str]:
+    """What every Pulumi CLI run for this project adds to the environment (no secrets)."""
+    return {"PULUMI_SKIP_UPDATE_CHECK": "true", **backend_env(root, environ), **provider_python(environ)}

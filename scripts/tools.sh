@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Build (or find) the external programs the suite drives: the Pulumi CLI and its Python plugins.
+# Idempotent and cached under $INFERRY_TOOLS (default ~/.cache/inferry/tools); prints the folder to put on
+# PATH as its last line. A `pulumi` already on PATH (the official install) wins over a build.
+set -euo pipefail
+
+TOOLS="${INFERRY_TOOLS:-$HOME/.cache/inferry/tools}"
+BIN="$TOOLS/bin"
+PULUMI_VERSION="${INFERRY_PULUMI_VERSION:-v3.274.1}"
+mkdir -p "$BIN" "$TOOLS/src"
+export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:--buildvcs=false}" GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
+
+say() { echo "tools: $*" >&2; }
+
+# A Go program built as a dependency of a throwaway wrapper module: the dependency's own `replace`
+# directives (pulumi's pkg/go.mod has them) are ignored there, where `go install mod@v` refuses them.
+go_build() {  # NAME PACKAGE@VERSION LDFLAGS [TAGS]
+  local name=$1 modver=$2 ldflags=$3 tags=${4:-} dir="$TOOLS/src/$1-${2##*@}"
+  local stamp="$dir/.built"
+  if [ -x "$BIN/$name" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$modver" ]; then
+    return 0
+  fi
+  command -v go >/dev/null || { say "building $name needs Go (https://go.dev/dl) or $name on PATH"; exit 1; }
+  say "building $name from $modver (cold: minutes; cached afterwards)"
+  mkdir -p "$dir"
+  (
+    cd "$dir"
+    [ -f go.mod ] || go mod init "inferry.tools/$name" >/dev/null 2>&1
+    go get "$modver" >/dev/null
+    go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" -o "$BIN/$name.tmp" "${modver%@*}"
+  )
+  mv "$BIN/$name.tmp" "$BIN/$name"
+  echo "$modver" >"$stamp"
+}
+
+pulumi_tools() {
+  if command -v pulumi >/dev/null && [ "$(command -v pulumi)" != "$BIN/pulumi" ]; then
+    say "using $(command -v pulumi) ($(pulumi version))"
+    return 0
+  fi
+  go_build pulumi "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi@$PULUMI_VERSION" \
+    "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_VERSION" "osusergo grpcnotrace"
+  # The two scripts the official distribution ships beside `pulumi` for Python: the program launcher
+  # and the dynamic-provider plugin (it runs `python -u -m pulumi.dynamic`).
+  local sdk
+  sdk=$(cd "$TOOLS/src/pulumi-$PULUMI_VERSION" && go list -m -f '{{.Dir}}' github.com/pulumi/pulumi/sdk/v3)
+  for f in cmd/pulumi-language-python-exec dist/pulumi-resource-pulumi-python; do
+    install -m 0755 "$sdk/python/$f" "$BIN/$(basename "$f")"
+  done
+}
+
+pulumi_tools
+say "ready: $BIN"
+echo "$BIN"
