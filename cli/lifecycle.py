@@ -53,6 +53,15 @@ def up(stack: str = typer.Argument(..., help=STACK_HELP)) -> None:
 
 
 @handle_errors
+def refresh(stack: str = typer.Argument(..., help=STACK_HELP)) -> None:
+    """Read every resource back from its host or store; print what drifted (the next `inferry up` repairs it)."""
+    s = load_stack(stack)
+    say(f"refreshing {s.name}")
+    changes = make_deployer().refresh(s, say)
+    say(f"{s.name} refreshed: {changes.line()}")
+
+
+@handle_errors
 def destroy(stack: str = typer.Argument(..., help=STACK_HELP),
             yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation")) -> None:
     """Delete every resource of the stack (the weight store's bucket stays unless force_destroy)."""
@@ -138,7 +147,7 @@ def bench(
 
 def register(app: typer.Typer) -> None:
     """Add these commands to the app."""
-    for fn in (preview, up, destroy, outputs, migrate, status, bench):
+    for fn in (preview, up, refresh, destroy, outputs, migrate, status, bench):
         app.command()(fn)
 
 

@@ -23,12 +23,16 @@ go_build() {  # NAME PACKAGE@VERSION LDFLAGS [TAGS]
   command -v go >/dev/null || { say "building $name needs Go (https://go.dev/dl) or $name on PATH"; exit 1; }
   say "building $name from $modver (cold: minutes; cached afterwards)"
   mkdir -p "$dir"
-  (
+  if ! (
     cd "$dir"
-    [ -f go.mod ] || go mod init "inferry.tools/$name" >/dev/null 2>&1
-    go get "$modver" >/dev/null
+    [ -f go.mod ] || go mod init "inferry.tools/$name"
+    go get "$modver"
     go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" -o "$BIN/$name.tmp" "${modver%@*}"
-  )
+  ) >"$dir/build.log" 2>&1; then
+    tail -n 30 "$dir/build.log" >&2
+    say "building $name failed (full log: $dir/build.log)"
+    exit 1
+  fi
   mv "$BIN/$name.tmp" "$BIN/$name"
   echo "$modver" >"$stamp"
 }

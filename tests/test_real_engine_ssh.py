@@ -148,7 +148,10 @@ def test_refresh_records_drift_and_up_repairs_it(world):
     world.hosts[0].exec(f"kill -TERM -$(cat {svc1['service_dir']}/supervisor.pid)", check=True)
     edited = svc2["files"][0]["path"]
     world.hosts[1].exec(f"echo '# edited by hand' >> {edited}", check=True)
-    world.project.pulumi("refresh", "--yes", "--stack", "two")
+    r = world.project.inferry("refresh", "two")
+    assert "  drift: ssh-re1-service: the engine service is not running\n" in r.stdout, r.stdout
+    assert f"  drift: ssh-re2-service: {edited} changed\n" in r.stdout and r.stdout.count("drift:") == 2
+    world.project.pulumi("refresh", "--yes", "--stack", "two")  # as typed: the same reads, the same state
     assert world.outputs("two", "ssh-re1-service")["drift"] == ["the engine service is not running"]
     assert world.outputs("two", "ssh-re2-service")["drift"] == [f"{edited} changed"]
     assert world.outputs("two", "ssh-re1-weights")["drift"] == []

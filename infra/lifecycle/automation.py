@@ -111,8 +111,8 @@ class AutomationDeployer:
                 errors.append(found)
 
         try:
-            if action == "outputs":
-                return ws_stack.outputs()
+            if action in ("outputs", "export_stack"):
+                return getattr(ws_stack, action)()
             return getattr(ws_stack, action)(on_event=on_event, config_file=self._config_file(stack))
         except auto.ConcurrentUpdateError:
             raise InferryError(f"another update of stack {stack.name} is running",
@@ -132,8 +132,14 @@ class AutomationDeployer:
         return {k: OutputValue(v.value, v.secret) for k, v in result.outputs.items()}
 
     def refresh(self, stack: Stack, progress: Progress) -> Changes:
-        """Read every resource back from where it lives; state takes what was found (drift)."""
+        """Read every resource back from where it lives; state records what was found. Each resource whose
+        host differs from its last apply (outputs.drift) gets a progress line; the next `up` converges it."""
         result = self._run(stack, "refresh", progress)
+        state = self._run(stack, "export_stack").deployment or {}
+        for r in state.get("resources") or []:
+            drift = (r.get("outputs") or {}).get("drift")
+            if drift:
+                progress(f"  drift: {r['urn'].rsplit('::', 1)[-1]}: {'; '.join(map(str, drift))}")
         return Changes(dict(result.summary.resource_changes or {}))
 
     def destroy(self, stack: Stack, progress: Progress) -> Changes:

@@ -57,6 +57,9 @@ class Deployer(Protocol):
     def up(self, stack: Stack, progress: Progress) -> dict[str, OutputValue]:
         """Create or update the stack's resources; returns its outputs."""
 
+    def refresh(self, stack: Stack, progress: Progress) -> Changes:
+        """Read every resource back from where it lives (drift is recorded; the next up repairs it)."""
+
     def destroy(self, stack: Stack, progress: Progress) -> Changes:
         """Delete every resource of the stack."""
 

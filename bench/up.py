@@ -1,0 +1,133 @@
+"""Benchmark: what the Pulumi engine costs. `inferry up` (the real Pulumi CLI and engine, program inline) against
+the direct driver (the same providers called in the program's order, no engine) on the same SSH hosts.
+
+Run as root after `bash scripts/test.sh` built the tools: `python bench/up.py [--hosts 1 4 8] [--repeat 5]`.
+Both sides are whole commands timed as a user runs them (process start, imports, SSH, health gates):
+`inferry up STACK` and `python bench/up.py --direct STACKFILE`. Per round, interleaved: each tool's first apply
+(from nothing: the previous round destroyed everything) then its no-op re-apply. Prints medians and bests, and
+the ratio engine / direct (> 1: the engine's overhead).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+MODEL, API_KEY = "llama-3.1-8b-instruct", "sk-bench-" + "6" * 24
+KEYS = ("bench-access", "bench-secret-" + "0" * 12)
+
+
+def deployment(hosts, server) -> dict:
+    """vLLM on the hosts (process runtime, rolling, a load balancer when several), weights from the store."""
+    return {
+        "model": {"name": MODEL, "weights": f"s3://inferry-weights/{MODEL}"},
+        "engine": {"kind": "vllm", "max_model_len": 4096},
+        "target": {"kind": "ssh", "runtime": "process", "health_timeout_s": 60, "private_key": {"env": "BENCH_SSH_KEY"},
+                   "hosts": [{"address": h.address, "name": h.name, "host_key": h.host_key_line} for h in hosts],
+                   **({"load_balancer": {"host": hosts[0].name, "port": 8080}} if len(hosts) > 1 else {})},
+        "storage": {"endpoint": server.endpoint, "region": server.region, "bucket": "inferry-weights",
+                    "access_key_id": {"env": "BENCH_S3_ACCESS"}, "secret_access_key": {"env": "BENCH_S3_SECRET"}},
+        "provider": {"name": "bench", "region": "eu-test", "gpu": "H200", "price_per_gpu_hour": 3.0},
+        "serving": {"port": 8000, "api_key": {"env": "BENCH_API_KEY"}},
+    }
+
+
+def direct(stack_file: str, destroy: bool) -> None:
+    """The direct driver as one command: load the stack, apply (or destroy) with the providers."""
+    from infra.stackfile import load_stack
+    from infra.targets.ssh import apply as ssh_apply
+    from infra.targets.ssh.plan import plan_deployment
+
+    stack = load_stack(stack_file)
+    plan = plan_deployment(stack.deployment)
+    if destroy:
+        ssh_apply.destroy(plan, ssh_apply.stack_secrets(stack), remove_weights=True)
+    else:
+        ssh_apply.apply(plan, ssh_apply.stack_secrets(stack))
+
+
+def timed(cmd: list[str], project, env: dict) -> float:
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=project.folder, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return seconds
+
+
+def bench(network, server, tmp: Path, n: int, repeat: int) -> dict[str, list[float]]:
+    """Seconds per round for each (tool, run) on n fresh hosts."""
+    from tests.realengine import Project
+
+    hosts = network.add_hosts([f"u{n}x{i}" for i in range(n)])
+    project = Project(tmp / f"project-{n}")
+    name = f"bench{n}"
+    project.write_stack(name, deployment(hosts, server), {})
+    stack_file = str(project.stack_file(name))
+    env = {**project.env, "BENCH_SSH_KEY": network.client_key_text, "BENCH_API_KEY": API_KEY,
+           "BENCH_S3_ACCESS": KEYS[0], "BENCH_S3_SECRET": KEYS[1]}
+    py = [sys.executable, str(Path(__file__).resolve())]
+    rows: dict[str, list[float]] = {k: [] for k in ("engine first", "engine no-op", "direct first", "direct no-op")}
+    try:
+        for _ in range(repeat):
+            for tool, cmd in (("engine", [*project.inferry_argv(), "up", name]), ("direct", [*py, "--direct", stack_file])):
+                rows[f"{tool} first"].append(timed(cmd, project, env))
+                rows[f"{tool} no-op"].append(timed(cmd, project, env))
+                if tool == "engine":
+                    timed(["pulumi", "destroy", "--yes", "--stack", name], project,
+                          {**env, "PULUMI_BACKEND_URL": f"file://{project.state}"})
+                timed([*py, "--direct", stack_file, "--destroy"], project, env)  # weights too: a first apply is whole
+        return rows
+    finally:
+        for h in hosts:
+            network.remove_host(h)
+
+
+def main() -> None:
+    """Print the table (or, with --direct, be the direct driver)."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--hosts", type=int, nargs="+", default=[1, 4, 8])
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--direct", metavar="STACKFILE", help=argparse.SUPPRESS)
+    p.add_argument("--destroy", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.direct:
+        return direct(args.direct, args.destroy)
+    import tempfile
+
+    from infra.storage.settings import StoreSettings
+    from infra.storage.sync import push
+    from tests.hosts.network import HostNetwork
+    from tests.servers.s3 import S3Server
+
+    tmp = Path(tempfile.mkdtemp(prefix="inferry-bench-up-"))
+    with HostNetwork() as network:
+        server = S3Server(tmp / "s3", *KEYS, network.gateway, 0).start()
+        try:
+            (server.root / "inferry-weights").mkdir(parents=True)
+            model = tmp / "model"
+            model.mkdir()
+            (model / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}')
+            (model / "model.safetensors").write_bytes(os.urandom(8 << 20))
+            push(StoreSettings(server.endpoint, server.region, "inferry-weights", *KEYS), model, MODEL, show=False)
+            print(f"{'hosts':>5} {'run':>6} {'engine median (best)':>22} {'direct median (best)':>22} {'ratio':>6}")
+            for n in args.hosts:
+                rows = bench(network, server, tmp, n, args.repeat)
+                for run in ("first", "no-op"):
+                    e, d = rows[f"engine {run}"], rows[f"direct {run}"]
+                    print(f"{n:>5} {run:>6} {statistics.median(e):>13.2f}s ({min(e):.2f}s) "
+                          f"{statistics.median(d):>13.2f}s ({min(d):.2f}s) "
+                          f"{statistics.median(e) / statistics.median(d):>6.2f}", flush=True)
+        finally:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()
