@@ -68,6 +68,7 @@ def destroy(stack: str = typer.Argument(..., help=STACK_HELP),
     s = load_stack(stack)
     if not yes:
         confirm(f"destroy every resource of stack {s.name}?")
+    say(f"destroying {s.name}")
     changes = make_deployer().destroy(s, say)
     say(f"{s.name} destroyed: {changes.line()}")
 
