@@ -114,8 +114,9 @@ def migrate(
 
 @handle_errors
 def status(stack: str = typer.Argument(..., help=STACK_HELP)) -> None:
-    """Each endpoint's health and live engine metrics (KV cache, queue, time to first token)."""
-    from infra.lifecycle.status import endpoint_status
+    """Each endpoint's health and live engine metrics (KV cache, queue, time to first token); on SSH hosts,
+    each engine's state and restarts since the last apply."""
+    from infra.lifecycle.status import endpoint_status, host_status
 
     s = load_stack(stack)
     found = endpoints(make_deployer().outputs(s), s.name)
@@ -123,6 +124,8 @@ def status(stack: str = typer.Argument(..., help=STACK_HELP)) -> None:
     for r in results:
         for line in r.lines():
             say(line)
+    for line in host_status(s):
+        say(line)
     if not all(r.healthy for r in results):
         raise typer.Exit(1)
 

@@ -69,7 +69,10 @@ class SshTarget(_Strict):
     runtime: Literal["docker", "process"] = "docker"
     install_docker: bool = False
     weights_cache: str = Field(default="/var/lib/inferry/weights", pattern=r"^/")
-    service_dir: str = Field(default="/etc/inferry", pattern=r"^/")
+    # It lands in shell commands (quoted), the compose file (where '$' interpolates and ':' splits a volume)
+    # and YAML: refuse what one of them would change.
+    service_dir: str = Field(default="/etc/inferry", pattern=r"^/[^$:'\"\\\x00-\x1f\x7f]*$",
+                             description="absolute path without $ : quotes backslashes or control characters")
     max_parallel: int = Field(default=8, ge=1, le=256)
     health_timeout_s: int = Field(default=900, ge=5)
     rollout: Literal["rolling", "parallel"] = Field(

@@ -1,4 +1,4 @@
-"""Quoting for each format a value can land in: POSIX shell, systemd unit lines, YAML, env files, nginx."""
+"""Quoting for each format a value can land in: POSIX shell, YAML, env files, nginx."""
 from __future__ import annotations
 
 import re
@@ -9,7 +9,7 @@ import yaml
 
 from infra.errors import InferryError
 
-# Characters that need no quoting in an env file read by docker compose, systemd and POSIX sh alike.
+# Characters that need no quoting in an env file read by docker compose and POSIX sh alike.
 _ENV_SAFE = re.compile(r"^[A-Za-z0-9_./:@%+=,-]*$")
 
 
@@ -23,40 +23,6 @@ def shell_join(values: Iterable[Any]) -> str:
     return " ".join(shell(v) for v in values)
 
 
-def _systemd_word(value: str, executable: bool = False) -> str:
-    # systemd.service "Command lines": double quotes group a word, C escapes inside them; '$' starts an
-    # environment expansion in arguments ('$$' is a literal $) and '%' a specifier ('%%' is a literal %).
-    # The executable is not expanded, and systemd refuses one with quotes, '\\' or '$' ("special characters").
-    text = value.replace("%", "%%") if executable else value.replace("%", "%%").replace("$", "$$")
-    out = []
-    for ch in text:
-        if ch in ('"', "\\"):
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
-
-
-def systemd_command(values: Iterable[Any]) -> str:
-    """An ExecStart= command line: each word double-quoted and escaped for systemd."""
-    words = [str(v) for v in values]
-    if not words or not words[0].startswith("/") or re.search(r"[$'\"\\\x00-\x1f\x7f]", words[0]):
-        raise InferryError(f"{words[0] if words else 'nothing'!r} cannot be the program of a systemd unit",
-                           "use an absolute path without quotes, '\\', '$' or control characters (target.service_dir)")
-    return " ".join([_systemd_word(words[0], executable=True)] + [_systemd_word(w) for w in words[1:]])
-
-
-def systemd_text(value: Any) -> str:
-    """Free text for a unit (Description=): one line, specifiers escaped."""
-    return re.sub(r"[\x00-\x1f\x7f]", " ", str(value)).replace("%", "%%")
-
-
 def yaml_value(value: Any) -> str:
     """A YAML flow value on one line (yaml.safe_dump), safe to place after 'key: ' or in a flow list."""
     text = yaml.safe_dump(value, default_flow_style=True, width=2**31 - 1, allow_unicode=False).strip()
@@ -68,12 +34,12 @@ def yaml_value(value: Any) -> str:
 
 
 def env_value(name: str, value: str) -> str:
-    """An env-file value that docker compose, systemd EnvironmentFile= and `. file` in sh read back unchanged."""
+    """An env-file value that docker compose (env_file:) and `. file` in sh read back unchanged."""
     if _ENV_SAFE.match(value):
         return value
     if "'" in value or "\n" in value or "\x00" in value or "\\" in value or "$" in value:
-        # compose interpolates '$' outside single quotes; systemd unescapes backslashes; no quoting covers
-        # a single quote in all three readers.
+        # compose interpolates '$' outside single quotes and unescapes backslashes in double quotes; no
+        # quoting covers a single quote in both readers.
         raise InferryError(f"the value of {name} contains characters an env file cannot carry safely",
                            "use a value without quotes, backslashes, '$' or newlines (regenerate the secret)")
     return "'" + value + "'"

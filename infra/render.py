@@ -21,7 +21,7 @@ from infra.engines.spec import MODELS_DIR, ServiceSpec
 from infra.errors import InferryError, SecretError
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
-COMPOSE, UNIT, ENV, LAUNCHER = "compose.yaml", "inferry-engine.service", "inferry.env", "run-engine.sh"
+COMPOSE, ENV, LAUNCHER = "compose.yaml", "inferry.env", "run-engine.sh"
 PROXY, BUILD = "auth-proxy.conf", "build-engine.sh"
 PROJECT = "inferry"  # docker compose project name
 PROXY_IMAGE = "nginx:1.27-alpine"
@@ -42,8 +42,7 @@ class RenderedFile:
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
                              autoescape=False, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(yaml=_yaml, shell=quoting.shell, shell_join=quoting.shell_join,
-                       systemd_command=quoting.systemd_command, systemd_text=quoting.systemd_text)
+    env.filters.update(yaml=_yaml, shell=quoting.shell, shell_join=quoting.shell_join)
     return env
 
 
@@ -88,7 +87,7 @@ def _volumes(t: SshTarget, spec: ServiceSpec) -> list[str]:
 
 def render_ssh_files(stack_or_deployment: Any, spec: ServiceSpec | None = None,
                      runtime: str | None = None) -> list[RenderedFile]:
-    """Every non-secret file an SSH host needs: compose file or launcher, the systemd unit, engine files."""
+    """Every non-secret file an SSH host needs: the compose file (docker) or the launcher (process), engine files."""
     d = _deployment(stack_or_deployment)
     t = d.target
     assert isinstance(t, SshTarget)
@@ -102,13 +101,8 @@ def render_ssh_files(stack_or_deployment: Any, spec: ServiceSpec | None = None,
             port_mapping=f"{spec.port}:{spec.listen_port}", volumes=_volumes(t, spec), proxy_image=PROXY_IMAGE,
             proxy_volume=f"{posixpath.join(t.service_dir, PROXY)}:/etc/nginx/conf.d/default.conf:ro")
         files.append(RenderedFile(COMPOSE, compose))
-        cmd = ["/usr/bin/env", "docker", "compose", "-f", posixpath.join(t.service_dir, COMPOSE)]
-        unit = render_template("engine.service.j2", runtime=runtime, model=d.model.name, compose_cmd=cmd)
     else:
-        launcher = posixpath.join(t.service_dir, LAUNCHER)
         files.append(RenderedFile(LAUNCHER, render_template("run-engine.sh.j2", spec=spec, env_file=env_file), 0o755))
-        unit = render_template("engine.service.j2", runtime=runtime, model=d.model.name, launcher=launcher)
-    files.append(RenderedFile(UNIT, unit))
     if spec.build is not None:
         files.append(RenderedFile(BUILD, "#!/bin/sh\n# Rendered by inferry: builds the TensorRT engine "
                                          f"{spec.build.cache_key} inside {spec.build.image}.\n" + spec.build.script, 0o755))

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent set-up on a fresh Debian/Ubuntu machine with Python 3.11+: a venv with inferry in it.
-# With --test it also installs what the test suite needs (OpenSSH server, iproute2, curl, python3) when run as root,
-# and builds the external programs the suite drives (scripts/tools.sh: the Pulumi CLI; cached).
+# With --test it also installs what the test suite needs (OpenSSH server, iproute2, curl, python3, Docker's engine,
+# debootstrap) when run as root, and builds the programs the suite drives (scripts/tools.sh: the Pulumi CLI,
+# Docker Compose v2; cached).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
@@ -21,7 +22,10 @@ if [ "${1:-}" = "--test" ]; then
   [ -x /usr/bin/python3 ] || need+=(python3)
   /usr/bin/python3 -c 'import yaml' >/dev/null 2>&1 || need+=(python3-yaml)
   command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
-  command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)  # verifies rendered unit files
+  # Each docker-runtime test host runs its own Debian dockerd (the suite starts and stops them); its stand-in
+  # engine image is built with debootstrap from Debian's packages (tests/hosts/image.py).
+  [ -x /usr/sbin/dockerd ] && [ -x /usr/bin/docker ] || need+=(docker.io)
+  command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || need+=(debootstrap)
   if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then
       echo "the test suite needs: ${need[*]} (run as root, or install them first)" >&2

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build (or find) the external programs the suite drives: the Pulumi CLI and its Python plugins.
+# Build (or find) the external programs the suite drives: the Pulumi CLI and its Python plugins, Docker Compose v2.
 # Idempotent and cached under $INFERRY_TOOLS (default ~/.cache/inferry/tools); prints the folder to put on
 # PATH as its last line. A `pulumi` already on PATH (the official install) wins over a build.
 set -euo pipefail
@@ -7,6 +7,7 @@ set -euo pipefail
 TOOLS="${INFERRY_TOOLS:-$HOME/.cache/inferry/tools}"
 BIN="$TOOLS/bin"
 PULUMI_VERSION="${INFERRY_PULUMI_VERSION:-v3.274.1}"
+COMPOSE_VERSION="${INFERRY_COMPOSE_VERSION:-v2.40.3}"
 mkdir -p "$BIN" "$TOOLS/src"
 export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:--buildvcs=false}" GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 
@@ -53,6 +54,17 @@ pulumi_tools() {
   done
 }
 
+# Docker Compose v2, the `docker compose` CLI plugin (Debian 12 packages only the old Python docker-compose).
+# A plugin already in a system plugin folder wins (test hosts see those folders).
+compose_tool() {
+  for d in /usr/libexec/docker/cli-plugins /usr/lib/docker/cli-plugins /usr/local/lib/docker/cli-plugins; do
+    [ -x "$d/docker-compose" ] && return 0
+  done
+  go_build docker-compose "github.com/docker/compose/v2/cmd@$COMPOSE_VERSION" \
+    "-X github.com/docker/compose/v2/internal.Version=$COMPOSE_VERSION"
+}
+
 pulumi_tools
+compose_tool
 say "ready: $BIN"
 echo "$BIN"

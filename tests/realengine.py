@@ -111,3 +111,21 @@ class Project:
         """The stack's resources in state by name (the URN's last part)."""
         found = self.export(name)["deployment"].get("resources") or []
         return {r["urn"].rsplit("::", 1)[-1]: r for r in found}
+
+
+def model_store(server_factory, host_network, keys: tuple[str, str], tmp: Path, with_model: bool = True):
+    """An S3 server the test hosts reach, with these keys and the weights bucket; holding the test model
+    (tests/ssh_env.FILES, pushed with its manifest) unless with_model is false."""
+    from infra.storage.settings import StoreSettings
+    from infra.storage.sync import push
+    from tests.ssh_env import BUCKET, FILES, PREFIX
+
+    server = server_factory(*keys, host=host_network.gateway)
+    (server.root / BUCKET).mkdir(parents=True, exist_ok=True)
+    if with_model:
+        model = tmp / "model"
+        model.mkdir(exist_ok=True)
+        for rel, data in FILES.items():
+            (model / rel).write_bytes(data)
+        push(StoreSettings(server.endpoint, server.region, BUCKET, *keys), model, PREFIX, show=False)
+    return server

@@ -11,7 +11,7 @@ import pytest
 
 from infra.lifecycle import probe
 from tests.progharness import Poller
-from tests.realengine import Project
+from tests.realengine import Project, model_store
 from tests.ssh_env import BUCKET, FILES, MODEL, PREFIX
 
 KEYS = {"a": ("mig-a-access", "mig-a-secret-" + "1" * 12), "b": ("mig-b-access", "mig-b-secret-" + "2" * 12)}
@@ -35,24 +35,15 @@ def deployment(host, server) -> dict:
 
 @pytest.fixture(scope="module")
 def stacks(host_network, s3_server_factory, tmp_path_factory):
-    from infra.storage.settings import StoreSettings
-    from infra.storage.sync import push
-
     tmp = tmp_path_factory.mktemp("real-migrate")
     project = Project(tmp / "project")
     hosts, servers = {}, {}
-    for name in ("a", "b"):
-        servers[name] = s3_server_factory(*KEYS[name], host=host_network.gateway)
-        (servers[name].root / BUCKET).mkdir(parents=True, exist_ok=True)
+    for name in ("a", "b"):  # only a's store holds the model
+        servers[name] = model_store(s3_server_factory, host_network, KEYS[name], tmp, with_model=name == "a")
         hosts[name] = host_network.add_host(f"rm{name}")
         project.write_stack(name, deployment(hosts[name], servers[name]),
                             {"sshPrivateKey": host_network.client_key_text, "apiKey": API[name],
                              "s3AccessKey": KEYS[name][0], "s3SecretKey": KEYS[name][1]})
-    model = tmp / "model"
-    model.mkdir()
-    for rel, data in FILES.items():
-        (model / rel).write_bytes(data)
-    push(StoreSettings(servers["a"].endpoint, servers["a"].region, BUCKET, *KEYS["a"]), model, PREFIX, show=False)
     yield project, hosts, servers
     for name in ("a", "b"):
         project.pulumi("destroy", "--yes", "--stack", name, check=False)

@@ -18,7 +18,7 @@ import pytest
 
 from infra.lifecycle import probe
 from tests.progharness import Poller
-from tests.realengine import Project
+from tests.realengine import Project, model_store
 from tests.ssh_env import BUCKET, FILES, MODEL, PREFIX, ops_log
 
 API_KEY = "sk-real-engine-" + "4" * 20
@@ -58,17 +58,8 @@ class World:
 
 @pytest.fixture(scope="module")
 def world(host_network, s3_server_factory, tmp_path_factory):
-    from infra.storage.settings import StoreSettings
-    from infra.storage.sync import push
-
     tmp = tmp_path_factory.mktemp("real-engine")
-    server = s3_server_factory(*S3_KEYS, host=host_network.gateway)
-    (server.root / BUCKET).mkdir(parents=True, exist_ok=True)
-    model = tmp / "model"
-    model.mkdir()
-    for rel, data in FILES.items():
-        (model / rel).write_bytes(data)
-    push(StoreSettings(server.endpoint, server.region, BUCKET, *S3_KEYS), model, PREFIX, show=False)
+    server = model_store(s3_server_factory, host_network, S3_KEYS, tmp)
     hosts = host_network.add_hosts(["re1", "re2"])
     for h in hosts:
         h.set_standin(startup_s=0.5)  # a restart is a window a client could see

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from infra import quoting
 from infra.errors import InferryError
-from infra.render import COMPOSE, LAUNCHER, UNIT, render_env, render_ssh_files, ssh_spec
+from infra.render import COMPOSE, LAUNCHER, render_env, render_ssh_files, ssh_spec
 from tests.test_render import ssh_deployment
 
 HOSTILE = [
@@ -74,30 +74,20 @@ def test_any_weights_path_round_trips_through_shell_and_yaml(tmp_path, tail):
     assert yaml.safe_load("v: " + quoting.yaml_value(weights))["v"] == weights
 
 
-def test_hostile_service_dir_in_unit_and_launcher(tmp_path):
-    for bad in ("$HOME", "it's", 'q"d', "back\\slash"):
-        with pytest.raises(InferryError, match="service_dir"):
-            render_ssh_files(ssh_deployment({"kind": "vllm"}, "process", service_dir=str(tmp_path / bad)))
+def test_hostile_service_dir_refused_or_kept_in_the_launcher(tmp_path):
+    from infra.errors import ConfigError
+    from infra.stackfile import parse_deployment
+
+    good = ssh_deployment({"kind": "vllm"}, "docker").model_dump(mode="json", exclude_none=True)
+    for bad in ("$HOME", "it's", 'q"d', "back\\slash", "a:b", "new\nline"):
+        raw = {**good, "target": {**good["target"], "service_dir": str(tmp_path / bad)}}
+        with pytest.raises(ConfigError) as e:  # it would change meaning in compose, YAML or the shell
+            parse_deployment(raw, "stack")
+        assert e.value.paths == ["target.service_dir"], e.value.render()
     service_dir = tmp_path / "svc dir ;|&(*) %n"
     service_dir.mkdir()
     d = ssh_deployment({"kind": "vllm"}, "process", service_dir=str(service_dir))
     assert run_launcher(service_dir, d)[0] == "serve"
-    unit = {f.name: f for f in render_ssh_files(d)}[UNIT].content
-    (exec_line,) = [line for line in unit.splitlines() if line.startswith("ExecStart=")]
-    assert exec_line == 'ExecStart="' + str(service_dir / LAUNCHER).replace("%", "%%") + '"'
-    r = subprocess.run(["systemd-analyze", "verify", "--man=no", str(service_dir / UNIT)], capture_output=True, text=True)
-    assert r.returncode == 0 and r.stderr == "", r.stderr
-
-
-def test_systemd_words_survive_systemd_parsing(tmp_path):
-    words = ["/bin/echo", "a b", "q\"uote", "back\\slash", "$HOME", "${X}", "%n", "new\nline", "it's"]
-    unit = tmp_path / "w.service"
-    unit.write_text("[Service]\nExecStart=" + quoting.systemd_command(words) + "\n")
-    r = subprocess.run(["systemd-analyze", "verify", "--man=no", str(unit)], capture_output=True, text=True)
-    assert r.returncode == 0 and r.stderr == "", r.stderr
-    bad = tmp_path / "bad.service"
-    bad.write_text('[Service]\nExecStart="/bin/echo" "unterminated\n')
-    assert subprocess.run(["systemd-analyze", "verify", "--man=no", str(bad)], capture_output=True).returncode != 0
 
 
 @pytest.mark.parametrize("value,ok", [("plain-Key_1.2+/=", True), ("with space;and|pipe&", True),

@@ -19,14 +19,18 @@ def capture(name: str) -> str:
     return "\n".join((H200 / name).read_text().splitlines()[1:])
 
 
-def probe_output(smi: str | None = None, df_free_kb: int = 500 * 1024 * 1024) -> str:
-    """What probe_command prints on the H200 host (from its captures), with optional overrides."""
+DOCKER_DOWN = "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?"
+
+
+def probe_output(smi: str | None = None, df_free_kb: int = 500 * 1024 * 1024, docker: dict | None = None) -> str:
+    """What probe_command prints on the H200 host (from its captures), with optional overrides; docker:
+    {'dockercli', 'docker', 'dockererr', 'compose', 'gpuhook'} sections (default: no Docker at all)."""
+    d = {"dockercli": "", "docker": "", "dockererr": "", "compose": "", "gpuhook": "", **(docker or {})}
     return "\n".join([
         f"{MARK}os", capture("os.txt").rsplit("\n", 1)[0],
         f"{MARK}smi", smi if smi is not None else capture("smi_query_nounits.txt"),
         f"{MARK}smiver", capture("smi_version.txt"),
-        f"{MARK}docker", "",
-        f"{MARK}runtimes", "",
+        *[line for key, value in d.items() for line in (f"{MARK}{key}", value)],
         f"{MARK}df", "/var/lib", "Filesystem 1024-blocks Used Available Capacity Mounted on",
         f"/dev/vda1 1000000000 1000 {df_free_kb} 1% /",
         f"{MARK}mem", "MemTotal:       2113412000 kB", "MemAvailable:   2013412000 kB",
@@ -85,6 +89,29 @@ def test_matching_host_passes():
 def test_each_gap_is_named(change, expect):
     found = preflight.gaps(facts.parse_facts(probe_output()), req(**change))
     assert len(found) == 1 and expect in found[0], found
+
+
+DOCKER_OK = {"dockercli": "/usr/bin/docker", "docker": "28.5.2", "compose": "2.40.3",
+             "gpuhook": "/usr/bin/nvidia-container-runtime-hook"}
+
+
+@pytest.mark.parametrize("docker, expect", [
+    ({}, None),
+    ({"docker": "", "dockererr": DOCKER_DOWN}, f"the Docker daemon does not answer ({DOCKER_DOWN}): start it"),
+    ({"compose": ""}, "Docker Compose v2 (`docker compose`) is missing"),
+    ({"gpuhook": ""}, "Docker cannot give containers GPUs: the NVIDIA Container Toolkit"),
+])
+def test_docker_runtime_gaps(docker, expect):
+    f = facts.parse_facts(probe_output(docker={**DOCKER_OK, **docker}))
+    found = preflight.gaps(f, req(runtime="docker"))
+    assert found == ([] if expect is None else [found[0]]) and (expect is None or expect in found[0]), found
+
+
+def test_install_docker_leaves_the_installing_to_the_host_step():
+    none = facts.parse_facts(probe_output())
+    assert preflight.gaps(none, req(runtime="docker", install_docker=True)) == []
+    no_gpus = facts.parse_facts(probe_output(docker={**DOCKER_OK, "gpuhook": ""}))
+    assert preflight.gaps(no_gpus, req(runtime="docker", install_docker=True)) == []
 
 
 def test_old_driver_names_the_minimum():

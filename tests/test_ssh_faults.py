@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import hashlib
+import time
 
 import pytest
 
 from infra.errors import RemoteError
 from infra.targets.ssh import pool
 from infra.targets.ssh.session import Session
-from tests.ssh_env import FILES, apply, deployment, ops_log, weights_store  # noqa: F401
+from tests.ssh_env import FILES, apply, deployment, ops_log, secrets, weights_store  # noqa: F401
 
 
 @pytest.fixture(autouse=True)
@@ -101,14 +102,6 @@ def test_wrong_gpu_type_fails_preflight(make_hosts, weights_store):
     assert h.exec("ls -A /etc/inferry 2>/dev/null").stdout == ""
 
 
-def test_docker_runtime_needs_docker_or_permission_and_systemd(make_hosts, weights_store):
-    (h,) = make_hosts(1)
-    with pytest.raises(RemoteError, match="Docker is not installed .runtime: docker. and target.install_docker is false"):
-        apply(deployment([h], weights_store, runtime="docker"), [h], weights_store)
-    with pytest.raises(RemoteError, match="runs the service under systemd, which is not running on this host"):
-        apply(deployment([h], weights_store, runtime="docker", install_docker=True), [h], weights_store)
-
-
 def test_a_corrupted_weight_file_is_fetched_again_and_checked(make_hosts, weights_store):
     (h,) = make_hosts(1)
     d = deployment([h], weights_store)
@@ -118,3 +111,22 @@ def test_a_corrupted_weight_file_is_fetched_again_and_checked(make_hosts, weight
     assert again["weights"]["fetched"] == 1 and again["service"]["restarts"] == 0
     good = hashlib.sha256(FILES["tokenizer.json"]).hexdigest()
     assert h.exec("sha256sum /var/lib/inferry/weights/llama-3.1-8b-instruct/tokenizer.json").stdout.split()[0] == good
+
+
+def test_the_supervisor_restarts_a_crashed_engine_and_status_counts_it(make_hosts, weights_store):
+    from infra.lifecycle import probe
+    from infra.targets.ssh.status import host_lines
+
+    (h,) = make_hosts(1)
+    d = deployment([h], weights_store)
+    apply(d, [h], weights_store)
+    key = secrets([h], weights_store)["target.private_key"]
+    assert host_lines(d, key)[0].endswith("restarted 0 times since the last apply")
+    first = h.engine_starts()[-1]["pid"]
+    h.exec(f"kill -KILL {first}", check=True)  # the engine dies; supervise.sh starts it again after 2 s
+    deadline = time.monotonic() + 30
+    while not (len(h.engine_starts()) == 2 and probe.healthy(f"http://{h.address}:8000/v1")):
+        assert time.monotonic() < deadline, h.engine_starts()
+        time.sleep(0.2)
+    line = host_lines(d, key)[0]
+    assert line.startswith(f"host {h.name}: engine running since ") and line.endswith("restarted 1 time since the last apply")

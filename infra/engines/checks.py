@@ -40,6 +40,20 @@ def model_facts(d: Deployment) -> ModelFacts | None:
     return ModelFacts(a.num_attention_heads, a.num_kv_heads, a.max_context)
 
 
+def served_name_problems(d: Deployment) -> list[Problem]:
+    """TensorRT-LLM lists a model under its folder's name (no option chooses it): say so when that is not
+    model.name, since clients ask for the listed name."""
+    from infra.engines.trtllm import service_spec
+
+    served = service_spec(d).served_model_name
+    if served == d.model.name:
+        return []
+    return [Problem("model.name", f"TensorRT-LLM will serve this model as {served!r} (the name of its folder: "
+                    "trtllm-serve has no option to choose it), not as model.name", found=d.model.name,
+                    hint=f"clients must ask for {served!r}; or name the weights' folder (the last part of "
+                    "model.weights) after model.name", severity="warning")]
+
+
 def engine_checks(d: Deployment) -> list[Problem]:
     """Every engine finding for a schema-valid deployment (errors and warnings)."""
     e = d.engine
@@ -54,7 +68,7 @@ def engine_checks(d: Deployment) -> list[Problem]:
         problems += rules.tp_rule(e.tensor_parallel_size, facts.heads, facts.kv_heads)
         problems += rules.context_rule(e.max_model_len, facts.max_context)
     if isinstance(e, TrtllmEngine):
-        problems += rules.trtllm_rules(e)
+        problems += rules.trtllm_rules(e) + served_name_problems(d)
     if isinstance(e, (VllmEngine, TrtllmEngine)) and not any(p.path == "engine.backend" for p in problems):
         problems += rules.option_rule(d)
     return problems

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 import shlex
 
 import yaml
@@ -107,7 +108,8 @@ def build_step(d: Deployment, weights: str, weights_digest: str | None = None) -
     key_src = json.dumps({"weights": d.model.weights, "digest": weights_digest, "gpu": d.provider.gpu,
                           "version": e.version, "options": options}, sort_keys=True)
     digest = hashlib.sha256(key_src.encode()).hexdigest()[:16]
-    out = f"{ENGINES_DIR}/{digest}"
+    # trtllm-serve lists an engine folder under its own name: end the path with the model's name.
+    out = f"{ENGINES_DIR}/{digest}/{posixpath.basename(d.model.name)}"
     q = ["python3", QUANTIZE, "--model_dir", weights, "--output_dir", "/tmp/inferry-ckpt",
          "--qformat", b.qformat, "--calib_size", str(b.calib_size), "--calib_dataset", b.calib_dataset,
          "--tp_size", str(e.tensor_parallel_size), "--pp_size", str(e.pipeline_parallel_size)]
@@ -122,6 +124,12 @@ def build_step(d: Deployment, weights: str, weights_digest: str | None = None) -
     script = "set -eu\n" + shlex.join(q) + "\n" + shlex.join(build) + "\n"
     key = f"trtllm-engines/{d.model.name}/{e.version}/{d.provider.gpu}/{digest}"
     return BuildStep(image=e.image or IMAGE.format(version=e.version), script=script, cache_key=key, output_dir=out)
+
+
+def served_name(model: str) -> str:
+    """The model id trtllm-serve lists: a local folder's name, else the argument as given. It has no option to
+    choose it (tensorrt_llm/serve/openai_server.py, OpenAIServer.__init__), so clients use this name."""
+    return posixpath.basename(model.rstrip("/")) if model.startswith("/") else model
 
 
 def service_spec(d: Deployment, model_dir: str | None = None, models_dir: str = MODELS_DIR,
@@ -143,7 +151,7 @@ def service_spec(d: Deployment, model_dir: str | None = None, models_dir: str = 
     return ServiceSpec(
         engine="tensorrt-llm", version=e.version, image=e.image or IMAGE.format(version=e.version),
         command=COMMAND, args=tuple(args), env=tuple(hf_env(d)), files=files, port=d.serving.port,
-        gpus=e.gpus, served_model_name=d.model.name, model_dir=weights, build=build,
+        gpus=e.gpus, served_model_name=served_name(model), model_dir=weights, build=build,
         needs_auth_proxy=True, engine_port=engine_port(d.serving.port), extra_weights=draft,
         labels={"inferry.engine": "tensorrt-llm", "inferry.model": d.model.name},
     )

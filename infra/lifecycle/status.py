@@ -108,3 +108,19 @@ def endpoint_status(url: str, timeout: float = 3.0) -> EndpointStatus:
         return EndpointStatus(url, healthy, parse_metrics(text))
     except (ValueError, KeyError) as e:
         return EndpointStatus(url, healthy, error=f"unreadable Prometheus text: {e}")
+
+
+def host_status(stack) -> list[str]:
+    """SSH stacks: each host's engine as its runtime reports it (restarts since the last apply); [] otherwise."""
+    from infra.errors import InferryError
+    from infra.secrets import resolve
+    from infra.targets.ssh.status import host_lines
+
+    d = stack.deployment
+    if d.target.kind != "ssh":
+        return []
+    try:
+        key = resolve(d.target.private_key, stack.name, "target.private_key", stack.path)
+    except InferryError as e:
+        return [f"hosts: not read: {e.render()}"]
+    return host_lines(d, key)

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.hosts import netns
+from tests.hosts import docker, image, netns
 from tests.hosts.files import SSHD_CONFIG, host_python, keygen
 
 HOSTINIT = Path(__file__).with_name("hostinit.py")
@@ -32,6 +32,7 @@ class HostOptions:
     gpu_count: int = 1
     weights_cache_size: str | int | None = None
     weights_path: str = DEFAULT_WEIGHTS_PATH
+    docker: bool = False  # its own dockerd with the stand-in engine image (tests/hosts/docker.py)
 
 
 def _wait(predicate, what: str, timeout: float = 10.0) -> None:
@@ -51,7 +52,7 @@ class TestHost:
     user = "root"
 
     def __init__(self, slot: netns.Slot, name: str, index: int, client_key: Path, options: HostOptions,
-                 standin: Path):
+                 standin: Path, image_tar: str | None = None):
         self.name, self.index, self.options, self._standin = name, index, options, standin
         self.address = slot.address(index)
         self.netns = slot.netns(name)
@@ -64,6 +65,9 @@ class TestHost:
             self._prepare(client_key)
             netns.add_host_net(slot, index, self.netns)
             self._boot()
+            if options.docker:
+                docker.start(self, image_tar or "", docker.image_names())
+                self.set_standin()  # the knobs the containers read, in the host's fresh /dev/shm
         except BaseException:
             self.close()
             raise
@@ -81,9 +85,14 @@ class TestHost:
         os.chmod(self.root / "tmp", 0o1777)
         os.chmod(self.root / "home", 0o700)
         self._install_standins()
+        binds = [[str(self.root / sub), target] for sub, target in PRIVATE.items()]
+        if self.options.docker:  # on this machine's disk, not an overlay: dockerd's overlay2 needs that
+            (self.root / "docker").mkdir()
+            binds.append([str(self.root / "docker"), docker.DATA_ROOT])
         spec = {
             "overlays": [self._overlay(p) for p in OVERLAID],
-            "binds": [[str(self.root / sub), target] for sub, target in PRIVATE.items()],
+            "binds": binds,
+            "cgroups": docker.cgroup_mounts() if self.options.docker else [],
             # sshd's files and the stand-ins stay visible under the host's own /run; other hosts' do not.
             "keep_in_run": [str(self.root), str(self._standin.parents[1])],
             "weights_path": self.options.weights_path,
@@ -127,11 +136,15 @@ class TestHost:
         # Once booted, write through the host's overlay (writing its upper folder directly is undefined).
         etc = self.path("/etc") if self.init_pid else self.root / "overlay" / "etc" / "upper"
         (etc / "inferry-standin.env").write_text(text)
+        if self.init_pid:  # containers (`ipc: host`) read it from the host's /dev/shm (tests/hosts/image.py)
+            self.path(image.KNOBS).write_text(text)
 
     def engine_starts(self) -> list[dict]:
-        """Every stand-in engine start on this host so far: {'time', 'pid', 'argv'} (count restarts with it)."""
-        log = self.path("/var/log/inferry-standin/starts.jsonl")
-        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        """Every stand-in engine start on this host so far, in a process or a container, in time order:
+        {'time', 'pid', 'argv'} (count restarts with it)."""
+        logs = [self.path("/var/log/inferry-standin/starts.jsonl"), self.path(image.STARTS)]
+        starts = [json.loads(line) for log in logs if log.exists() for line in log.read_text().splitlines()]
+        return sorted(starts, key=lambda s: s["time"])
 
     def kill_sshd_on(self, program: str) -> None:
         """One-shot fault: the first time PROGRAM (e.g. 'curl') runs on the host, SIGKILL every sshd of the host.
@@ -253,6 +266,8 @@ class TestHost:
 
     def close(self) -> None:
         """Kill everything on the host, remove its network namespace, veth and folder."""
+        if self.options.docker and self.init_pid and self._proc and self._proc.poll() is None:
+            docker.stop(self)
         if self._proc and self._proc.poll() is None:
             self._proc.kill()
             self._proc.wait()

@@ -24,7 +24,11 @@ def setup(spec: dict) -> None:
     for path, upper, work in spec["overlays"]:
         _mount("-t", "overlay", "overlay", "-o", f"lowerdir={path},upperdir={upper},workdir={work}", path)
     for source, target in spec["binds"]:
+        os.makedirs(target, exist_ok=True)
         _mount("--bind", source, target)
+    for source, path, fstype, options in spec.get("cgroups", []):  # for dockerd (tests/hosts/docker.py)
+        os.makedirs(path, exist_ok=True)
+        _mount("-t", fstype, "-o", options, source, path)
     private_run(spec["keep_in_run"])
     _mount("-t", "tmpfs", "-o", "mode=1777,size=256m", "tmpfs", "/dev/shm")
     weights = spec["weights_path"]

@@ -9,6 +9,7 @@ from pathlib import Path
 from tests.hosts import netns
 from tests.hosts.files import copy_tools, keygen
 from tests.hosts.host import SSHD, HostOptions, TestHost
+from tests.hosts.image import standin_image
 
 TOOLS = ("ip", "nsenter", "unshare", "mount", "ssh-keygen")
 
@@ -78,9 +79,10 @@ class HostNetwork:
         options = HostOptions(**kw)
         reserved: set[int] = set()
         indexes = [self._free_index(reserved) for _ in names]
+        image = self.engine_image() if options.docker else None
         with ThreadPoolExecutor(max_workers=8) as pool:
-            futures = [pool.submit(TestHost, self.slot, name, index, self.client_key_path, options, self.standin)
-                       for name, index in zip(names, indexes)]
+            futures = [pool.submit(TestHost, self.slot, name, index, self.client_key_path, options, self.standin,
+                                   image) for name, index in zip(names, indexes)]
         hosts = [f.result() for f in futures if f.exception() is None]
         failed = [f.exception() for f in futures if f.exception() is not None]
         if failed:
@@ -89,6 +91,14 @@ class HostNetwork:
             raise failed[0]
         self.hosts.update((h.name, h) for h in hosts)
         return hosts
+
+    def engine_image(self) -> str:
+        """The stand-in engine image's tarball where hosts can read it (built or taken from the cache)."""
+        target = self.slot.dir / "tools" / "engine-image.tar"
+        if not target.exists():
+            shutil.copy(standin_image(), f"{target}.tmp")
+            os.replace(f"{target}.tmp", target)
+        return str(target)
 
     def remove_host(self, host: TestHost) -> None:
         """Tear one host down (processes, namespace, veth, folder)."""

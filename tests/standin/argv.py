@@ -19,6 +19,15 @@ DEFAULT_VERSIONS = {"vllm": "0.33.0", "tensorrt-llm": "1.2.1"}
 DEFAULT_HOSTS = {"vllm": "0.0.0.0", "tensorrt-llm": "127.0.0.1"}
 
 
+def served_name(engine: str, model: str) -> str:
+    """The model id the engine lists without --served-model-name. vLLM: the model argument as given.
+    trtllm-serve: a local folder's name, else the argument (tensorrt_llm/serve/openai_server.py,
+    OpenAIServer.__init__: `self.model = model_dir.name` when `Path(model)` is a directory)."""
+    if engine == "tensorrt-llm" and Path(model).is_dir():
+        return Path(model).name
+    return model
+
+
 class Refused(Exception):
     """The engine would refuse this command line; message is what it prints, code its exit status."""
 
@@ -142,7 +151,7 @@ def parse(program: str, argv: list[str]) -> EngineArgs:
     return EngineArgs(
         engine=engine, version=version, model=model, host=getattr(ns, "host", None) or DEFAULT_HOSTS[engine],
         port=getattr(ns, "port", None) or 8000,
-        served_model_names=tuple(getattr(ns, "served_model_name", None) or [model]),
+        served_model_names=tuple(getattr(ns, "served_model_name", None) or [served_name(engine, model)]),
         api_keys=keys, load_format=getattr(ns, "load_format", None) or "auto",
         max_model_len=getattr(ns, "max_model_len", None) or getattr(ns, "max_seq_len", None),
         config_file=getattr(ns, "extra_llm_api_options", None),

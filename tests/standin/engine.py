@@ -26,7 +26,8 @@ from tests.standin.server import State, make_server  # noqa: E402
 
 
 KNOBS_FILE = Path("/etc/inferry-standin.env")
-STARTS_LOG = Path("/var/log/inferry-standin/starts.jsonl")  # one line per start: tests count restarts
+# One line per start: tests count restarts. In the container image, /dev/shm (tests/hosts/image.py).
+STARTS_LOG = Path(os.environ.get("INFERRY_STANDIN_STARTS") or "/var/log/inferry-standin/starts.jsonl")
 
 
 def load_knobs(path: Path = KNOBS_FILE) -> None:

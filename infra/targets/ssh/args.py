@@ -34,7 +34,7 @@ def weights_args(p: dict) -> WeightsArgs:
 def service_args(p: dict) -> ServiceArgs:
     """ServiceProvider inputs -> ServiceArgs."""
     files = tuple(RemoteFile(f["path"], f["content"], int(f.get("mode", 0o644))) for f in p.get("files") or [])
-    return ServiceArgs(Conn.from_dict(p["conn"]), str(p["runtime"]), str(p["name"]), str(p["service_dir"]), files,
+    return ServiceArgs(Conn.from_dict(p["conn"]), str(p["runtime"]), str(p["service_dir"]), files,
                        dict(p["spec"]), int(p.get("health_timeout_s", 900)), str(p.get("depends", "")),
                        str(p.get("public_address", "")))
 

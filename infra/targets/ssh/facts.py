@@ -46,14 +46,22 @@ class HostFacts:
     smi_error: str | None
     driver: str | None
     cuda: str | None
-    docker: str | None
-    nvidia_runtime: bool
+    docker: str | None  # the daemon's version, None when it does not answer
+    docker_client: bool  # the `docker` command is installed
+    docker_error: str | None  # why `docker version` could not reach the daemon
+    compose: str | None  # Docker Compose v2 (`docker compose`) version
+    docker_gpus: bool  # the NVIDIA Container Toolkit's hook: dockerd's `nvidia` device driver, for GPU containers
     disk_path: str
     disk_free_bytes: int
     mem_total_bytes: int
     mem_available_bytes: int
     systemd: bool
     arch: str
+
+
+# dockerd registers its `nvidia` device driver (compose's GPU reservations, `--gpus`) only when this
+# NVIDIA Container Toolkit program is on its PATH (moby daemon/nvidia_linux.go).
+GPU_HOOK = "nvidia-container-runtime-hook"
 
 
 def probe_command(cache_dir: str) -> str:
@@ -63,8 +71,11 @@ def probe_command(cache_dir: str) -> str:
         f"echo {MARK}os", "cat /etc/os-release 2>/dev/null",
         f"echo {MARK}smi", f"{SMI_QUERY} 2>&1; echo \"[exit $?]\"",
         f"echo {MARK}smiver", "nvidia-smi --version 2>/dev/null",
+        f"echo {MARK}dockercli", "command -v docker",
         f"echo {MARK}docker", "docker version --format '{{.Server.Version}}' 2>/dev/null",
-        f"echo {MARK}runtimes", "docker info --format '{{json .Runtimes}}' 2>/dev/null",
+        f"echo {MARK}dockererr", "docker version --format '{{.Server.Version}}' 2>&1 >/dev/null | tail -n 1",
+        f"echo {MARK}compose", "docker compose version --short 2>/dev/null",
+        f"echo {MARK}gpuhook", f"command -v {GPU_HOOK}",
         f"echo {MARK}df", f"d={q}; while [ ! -e \"$d\" ]; do d=$(dirname \"$d\"); done; echo \"$d\"; df -Pk \"$d\"",
         f"echo {MARK}mem", "grep -E '^(MemTotal|MemAvailable):' /proc/meminfo",
         f"echo {MARK}systemd", "[ -d /run/systemd/system ] && echo yes",
@@ -159,6 +170,8 @@ def parse_facts(text: str) -> HostFacts:
     return HostFacts(
         os=parse_os_release(s.get("os", "")), gpus=gpus, smi_error=smi_error, driver=driver,
         cuda=parse_cuda_version(s.get("smiver", "")), docker=s.get("docker", "").strip() or None,
-        nvidia_runtime='"nvidia"' in s.get("runtimes", ""), disk_path=disk_path, disk_free_bytes=free,
+        docker_client=bool(s.get("dockercli", "").strip()), docker_error=s.get("dockererr", "").strip() or None,
+        compose=s.get("compose", "").strip() or None, docker_gpus=bool(s.get("gpuhook", "").strip()),
+        disk_path=disk_path, disk_free_bytes=free,
         mem_total_bytes=total, mem_available_bytes=avail, systemd=s.get("systemd", "").strip() == "yes",
         arch=s.get("arch", "").strip())

@@ -64,7 +64,7 @@ def ensure_host(a: HostArgs, private_key: str) -> HostReport:
                                  runtime=a.runtime, install_docker=a.install_docker)
     preflight.check(a.conn.label, f, req)
     ops = Ops()
-    if a.runtime == "docker" and (f.docker is None or not f.nvidia_runtime):
+    if a.runtime == "docker" and (not f.docker_client or not f.docker_gpus):
         for name, cmd in (("install Docker", INSTALL_DOCKER), ("install the NVIDIA container toolkit", INSTALL_TOOLKIT)):
             try:
                 s.run(cmd, name, timeout=1800)

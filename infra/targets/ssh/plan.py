@@ -8,18 +8,16 @@ from infra.config import Deployment, SshHost, SshTarget
 from infra.engines.common import weights_dir  # host path = the engines' layout under the cache
 from infra.engines.spec import ServiceSpec
 from infra.errors import ConfigError
-from infra.render import UNIT, render_ssh_files, ssh_spec
+from infra.render import render_ssh_files, ssh_spec
 from infra.targets.ssh.checks import ssh_checks
 from infra.targets.ssh.files import RemoteFile
 from infra.targets.ssh.host import HostArgs
 from infra.targets.ssh.lb import LbArgs
 from infra.targets.ssh.pool import Conn
-from infra.targets.ssh.runtime import Runtime
 from infra.targets.ssh.service import ServiceArgs
 from infra.targets.ssh.speccodec import to_data
 from infra.targets.ssh.weights import Store, WeightsArgs
 
-SERVICE_NAME = UNIT.removesuffix(".service")  # the systemd unit infra.render writes
 
 
 @dataclass(frozen=True)
@@ -49,16 +47,9 @@ def conn_of(t: SshTarget, h: SshHost) -> Conn:
 
 
 def service_files(d: Deployment, spec: ServiceSpec) -> tuple[RemoteFile, ...]:
-    """The non-secret files infra.render lays out; the unit goes to systemd (docker), or is unused (process)."""
+    """The non-secret files infra.render lays out, in the service's folder."""
     t = d.target
-    out = []
-    for f in render_ssh_files(d, spec):
-        if f.name == UNIT:
-            if t.runtime == "docker":
-                out.append(RemoteFile(Runtime("docker", SERVICE_NAME, t.service_dir).unit_path, f.content, f.mode))
-            continue  # the process runtime has its own supervisor (hosts without systemd)
-        out.append(RemoteFile(posixpath.join(t.service_dir, f.name), f.content, f.mode))
-    return tuple(out)
+    return tuple(RemoteFile(posixpath.join(t.service_dir, f.name), f.content, f.mode) for f in render_ssh_files(d, spec))
 
 
 def _check(d: Deployment) -> None:
@@ -83,7 +74,7 @@ def plan(d: Deployment, spec: ServiceSpec) -> TargetPlan:
         weights = tuple(WeightsArgs(c, _store(d, src), weights_dir(src, t.weights_cache),
                                     trt_build=spec.build is not None and i == 0, ops_log=ops_log)
                         for i, src in enumerate(sources) if src.startswith("s3://"))
-        svc = ServiceArgs(c, t.runtime, SERVICE_NAME, t.service_dir, files, data, t.health_timeout_s)
+        svc = ServiceArgs(c, t.runtime, t.service_dir, files, data, t.health_timeout_s)
         hosts.append(HostPlan(h.label, host, weights, svc))
     lb = None
     if t.load_balancer is not None:

@@ -63,14 +63,30 @@ def gaps(f: HostFacts, req: Requirements) -> list[str]:
         out.append(f"disk: {what} need {need / GIB:.1f} GiB at {f.disk_path} but only "
                    f"{f.disk_free_bytes / GIB:.1f} GiB is free (short by {(need - f.disk_free_bytes) / GIB:.1f} GiB)")
     if req.runtime == "docker":
-        if f.docker is None and not req.install_docker:
-            out.append("Docker is not installed (runtime: docker) and target.install_docker is false")
-        elif f.docker is None and not f.os.debian_family:
-            out.append(f"Docker is missing and inferry installs it only on Ubuntu/Debian, not {f.os.pretty}")
-        elif f.docker and not f.nvidia_runtime and not req.install_docker:
-            out.append("Docker has no 'nvidia' runtime (NVIDIA container toolkit) and target.install_docker is false")
-        elif not f.systemd:
-            out.append("runtime: docker runs the service under systemd, which is not running on this host")
+        out += _docker_gaps(f, req)
+    return out
+
+
+def _docker_gaps(f: HostFacts, req: Requirements) -> list[str]:
+    """What runtime: docker needs: the client, a daemon that answers, Compose v2, the toolkit's GPU hook."""
+    if not f.docker_client:
+        if not req.install_docker:
+            return ["Docker is not installed (runtime: docker) and target.install_docker is false: install Docker "
+                    "(docs.docker.com/engine/install) or set target.install_docker: true"]
+        if not f.os.debian_family:
+            return [f"Docker is missing and inferry installs it only on Ubuntu/Debian, not {f.os.pretty}"]
+        return []  # the host step installs Docker and the toolkit
+    out = []
+    if f.docker is None:
+        out.append(f"the Docker daemon does not answer ({f.docker_error or 'docker version failed'}): start it "
+                   "with `sudo systemctl enable --now docker`")
+    if f.compose is None:
+        out.append("Docker Compose v2 (`docker compose`) is missing: install Docker's compose plugin (package "
+                   "docker-compose-plugin from Docker's apt repository, or docker-compose-v2 on Ubuntu)")
+    if not f.docker_gpus and not req.install_docker:
+        out.append("Docker cannot give containers GPUs: the NVIDIA Container Toolkit (nvidia-container-runtime-hook) "
+                   "is not installed; set target.install_docker: true, or install it (docs.nvidia.com/datacenter/"
+                   "cloud-native/container-toolkit/latest/install-guide.html)")
     return out
 
 

@@ -11,7 +11,7 @@ from infra.targets.ssh.files import RemoteFile, differing, parse_state, state_co
 from infra.targets.ssh.oplog import Ops
 from infra.targets.ssh.pool import Conn, session
 from infra.targets.ssh.rollback import Changeset, backup_command, drop_command, prev_path, restore_command
-from infra.targets.ssh.runtime import Runtime, script
+from infra.targets.ssh.runtime import Runtime, images_command, script
 from infra.targets.ssh.session import Session
 from infra.targets.ssh.speccodec import from_data
 
@@ -24,7 +24,6 @@ class ServiceArgs:
 
     conn: Conn
     runtime: str  # "docker" | "process"
-    name: str  # systemd unit name (docker runtime)
     service_dir: str
     files: tuple[RemoteFile, ...]  # rendered by infra.render (compose, unit, launcher, engine files)
     spec: dict[str, Any]  # the ServiceSpec as data (speccodec): env by reference, port, health paths
@@ -35,7 +34,7 @@ class ServiceArgs:
     @property
     def rt(self) -> Runtime:
         """The runtime's commands."""
-        return Runtime(self.runtime, self.name, self.service_dir)
+        return Runtime(self.runtime, self.service_dir)
 
     @property
     def ops_log(self) -> str:
@@ -88,13 +87,15 @@ def ensure_service(a: ServiceArgs, private_key: str, secret_values: dict[str, st
     paths = [f.path for f in files]
     state, running = read_state(a, s, paths)
     change = differing(files, state)
+    if change or not running:
+        ensure_images(a, s)  # before anything is written or stopped: a missing image changes nothing
     cs, written = Changeset.of(change, files, state), [f.path for f in change]
     if cs.replaced:
         s.run(backup_command(cs.replaced), "keep the previous service files")
     upload(s, change, "upload service files")
     restart = bool(change) or not running
     if restart:
-        _restart(a, s, written)
+        _restart(a, s)
     Ops(writes=written, restarts=int(restart)).record(s, a.ops_log, "record changes")
     api_key = secret_values.get("serving.api_key", "")
     tail = health_failure(a, private_key, api_key)
@@ -117,6 +118,27 @@ def service_drift(a: ServiceArgs, private_key: str) -> list[str]:
     return drift + ([] if running else ["the engine service is not running"])
 
 
+def ensure_images(a: ServiceArgs, s: Session) -> None:
+    """docker: every image the compose file runs is on the host, pulled now if it is not."""
+    if a.runtime != "docker":
+        return
+    from infra.render import PROXY_IMAGE
+
+    spec = from_data(a.spec)
+    images = [spec.image] + ([PROXY_IMAGE] if spec.needs_auth_proxy else [])
+    res = s.run(images_command(images), "check the engine's images", check=False, timeout=3600)
+    if res.code == 0:
+        return
+    head, _, said = res.out.partition("\n")
+    image = head.removeprefix("missing ").strip()
+    what = "engine.image" if image == spec.image else "the auth proxy's image"
+    raise RemoteError(f"image {image} ({what}) is not on the host and could not be pulled; Docker said: "
+                      f"{(said.strip() or res.err.strip())[-400:]}\nnothing was changed on the host",
+                      "make the registry reachable from the host (`docker login` for a private one), or load the "
+                      "image there (`docker load`), or set engine.image to an image the host has; then apply again",
+                      where=f"host {a.conn.label}")
+
+
 def read_state(a: ServiceArgs, s: Session, paths: list[str]) -> tuple[dict[str, tuple[int, str]], bool]:
     """One round trip: mode and hash of every file and of its kept copy, and whether the service runs."""
     probe = s.run(f"{state_command(paths + [prev_path(p) for p in paths])}; echo @@status; {a.rt.status()}",
@@ -125,8 +147,8 @@ def read_state(a: ServiceArgs, s: Session, paths: list[str]) -> tuple[dict[str, 
     return parse_state(state_text), status.strip() == "running"
 
 
-def _restart(a: ServiceArgs, s: Session, written: list[str]) -> None:
-    s.run(a.rt.restart(reload_unit=a.rt.unit_path in written), "restart the service", timeout=300)
+def _restart(a: ServiceArgs, s: Session) -> None:
+    s.run(a.rt.restart(), "restart the service", timeout=300)
 
 
 def health_failure(a: ServiceArgs, private_key: str, api_key: str) -> str | None:
@@ -153,7 +175,7 @@ def undo(a: ServiceArgs, private_key: str, api_key: str, cs: Changeset, tail: st
     try:
         s = session(a.conn, private_key)
         s.run(restore_command(cs), "restore the previous service files")
-        _restart(a, s, cs.paths)
+        _restart(a, s)
         Ops(writes=cs.paths, restarts=1).record(s, a.ops_log, "record changes")
         again = health_failure(a, private_key, api_key)
     except RemoteError as e:
@@ -187,8 +209,7 @@ def remove_service(a: ServiceArgs, private_key: str) -> None:
     paths += a.rt.own_files() + [a.ops_log] + secret_paths(a)
     paths += [prev_path(p) for p in paths]  # copies an interrupted update may have left
     rm = " ".join(shlex.quote(p) for p in sorted(set(paths)))
-    reload = "; systemctl daemon-reload 2>/dev/null" if a.runtime == "docker" else ""
-    s.run(f"{a.rt.stop()}; rm -f {rm}{reload}; rmdir {shlex.quote(a.service_dir)} 2>/dev/null; true",
+    s.run(f"{a.rt.stop()}; rm -f {rm}; rmdir {shlex.quote(a.service_dir)} 2>/dev/null; true",
           "remove the service")
 
 
