@@ -78,3 +78,17 @@ def test_bundled_stacks_have_no_engine_errors(stack_file):
     from infra.stackfile import load_stack
 
     assert [p for p in findings(load_stack(str(stack_file)).deployment) if p.severity == "error"] == []
+
+
+def test_trtllm_served_name_is_the_weights_folder_and_validate_says_when_it_is_not_model_name():
+    from infra.engines.trtllm import service_spec
+
+    named = deployment({"kind": "tensorrt-llm"})
+    assert service_spec(named).served_model_name == named.model.name
+    assert not [p for p in engine_checks(named) if p.path == "model.name"]
+    other = deployment({"kind": "tensorrt-llm"}, model={**BASE["model"], "weights": "s3://inferry-weights/l8b"})
+    assert service_spec(other).served_model_name == "l8b"
+    (p,) = [p for p in engine_checks(other) if p.path == "model.name"]
+    assert p.severity == "warning" and "will serve this model as 'l8b'" in p.message
+    built = deployment({"kind": "tensorrt-llm", "backend": "tensorrt"}, model={**BASE["model"], "weights": "s3://inferry-weights/l8b"})
+    assert service_spec(built).served_model_name == named.model.name  # the engine's folder is named after it
