@@ -91,14 +91,20 @@ def migrate(
     source: str = typer.Option(..., "--from", help="the stack serving now (" + STACK_HELP + ")"),
     target: str = typer.Option(..., "--to", help="the stack to move to"),
     allow_changes: bool = typer.Option(False, "--allow-changes", help="allow model/engine to differ"),
-    destroy_source: bool = typer.Option(False, "--destroy-source", help="destroy the source once the target serves"),
+    destroy_source: bool = typer.Option(False, "--destroy-source", help="destroy the source once the target serves "
+                                        "and the source has drained"),
+    drain_grace: float = typer.Option(10.0, "--drain-grace", min=0, help="with --destroy-source: seconds the source "
+                                      "must have had no request running or waiting before it is destroyed"),
+    drain_timeout: float = typer.Option(300.0, "--drain-timeout", min=0, help="with --destroy-source: give up "
+                                        "waiting for the source to drain after this many seconds (it stays)"),
     yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
 ) -> None:
     """Move a serving deployment to another stack: copy weights, bring it up, check it, then cut over."""
+    from infra.lifecycle.drain import Drain
     from infra.lifecycle.migrate import Migration
 
     a, b = load_stack(source), load_stack(target)
-    m = Migration(a, b, make_deployer(), make_weights(), say=say)
+    m = Migration(a, b, make_deployer(), make_weights(), say=say, drain=Drain(drain_grace, drain_timeout))
     plan = m.plan(allow_changes)
     say(f"migrate {a.name} -> {b.name}")
     for d in plan.diffs:

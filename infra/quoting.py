@@ -23,9 +23,22 @@ def shell_join(values: Iterable[Any]) -> str:
     return " ".join(shell(v) for v in values)
 
 
+class _OneLineDumper(yaml.SafeDumper):
+    """Strings with line breaks as double-quoted scalars ("a\\nb"): YAML folds them across lines otherwise."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = '"' if any(c in value for c in "\n\r\x85\u2028\u2029") else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_OneLineDumper.add_representer(str, _str)
+
+
 def yaml_value(value: Any) -> str:
-    """A YAML flow value on one line (yaml.safe_dump), safe to place after 'key: ' or in a flow list."""
-    text = yaml.safe_dump(value, default_flow_style=True, width=2**31 - 1, allow_unicode=False).strip()
+    """A YAML flow value on one line, safe to place after 'key: ' or in a flow list."""
+    text = yaml.dump(value, Dumper=_OneLineDumper, default_flow_style=True, width=2**31 - 1,
+                     allow_unicode=False).strip()
     if text.endswith("\n..."):
         text = text[: -len("\n...")]
     if "\n" in text:  # never expected with an unbounded width; keep the one-line promise regardless

@@ -14,6 +14,7 @@ import pytest
 from infra.errors import InferryError
 from infra.lifecycle import probe
 from infra.lifecycle.deployer import Changes, OutputValue, Progress
+from infra.lifecycle.drain import Drain
 from infra.lifecycle.migrate import Migration, MigrationError
 from infra.lifecycle.weights import StoreWeights
 from infra.secrets import resolve
@@ -25,6 +26,8 @@ from tests.standin.process import RunningEngine, free_port, start_engine
 
 PREFIX = "llama-3.1-8b-instruct"
 SSH = {"kind": "ssh", "hosts": [{"address": "127.0.0.1"}], "private_key": {"env": "SSH_KEY"}}
+
+QUICK = Drain(grace_s=0.5, timeout_s=30)  # the source is idle in these tests: a short grace
 
 
 class LocalEngineDeployer:
@@ -103,7 +106,7 @@ def test_migrate_with_failures_at_each_step_never_leaves_nothing_serving(world, 
     poller.start()
     lines: list[str] = []
     client_key = {"mig-b": "api-key-of-b"}  # the key the migration's client uses for B's check
-    migration = lambda: Migration(a, b, deployer, StoreWeights(), say=lines.append, root=tmp_path,  # noqa: E731
+    migration = lambda: Migration(a, b, deployer, StoreWeights(), say=lines.append, drain=QUICK, root=tmp_path,  # noqa: E731
                                   health_timeout_s=5, secret=lambda s: client_key[s.name])
 
     plan = migration().plan()
@@ -157,6 +160,6 @@ def test_cli_migrate_prints_plan_progress_and_cutover(cli, world, tmp_path, monk
                      f"cutover: point clients (OPENAI_BASE_URL) at {b_url}/v1"):
         assert expected in r.output
     assert probe.healthy(deployer.outputs(a)["endpoint"].value)  # without --destroy-source A keeps serving
-    r = cli("migrate", "--from", str(a.path), "--to", str(b.path), "--yes", "--destroy-source")
+    r = cli("migrate", "--from", str(a.path), "--to", str(b.path), "--yes", "--destroy-source", "--drain-grace", "0.5")
     assert r.exit_code == 0 and "[4/4] destroy mig-a" in r.output and deployer.outputs(a) == {}
     print(r.output)

@@ -7,10 +7,12 @@ handed to their real providers (tests/progharness.py).
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
 from infra.lifecycle import probe
+from infra.lifecycle.drain import Drain, busy
 from infra.lifecycle.migrate import Migration, MigrationError
 from infra.lifecycle.weights import StoreWeights
 from infra.stackfile import load_stack
@@ -20,6 +22,8 @@ from tests.progharness import Poller, ProgramHarness, write_stack
 
 PREFIX = "llama-3.1-8b-instruct"
 KEYS = {"a": ("sa-access", "sa-secret-0123456789"), "b": ("sb-access", "sb-secret-9876543210")}
+
+QUICK = Drain(grace_s=0.5, timeout_s=30)  # the source is idle in these tests: a short grace
 
 
 def ops_log(host) -> list[str]:
@@ -77,7 +81,7 @@ def test_migrate_between_ssh_stacks_without_downtime(world):
     poller.start()
     client_key = {b.name: os.environ["SB_API_KEY"]}
     lines: list[str] = []
-    migration = lambda: Migration(a, b, harness, StoreWeights(), say=lines.append, root=tmp,  # noqa: E731
+    migration = lambda: Migration(a, b, harness, StoreWeights(), say=lines.append, drain=QUICK, root=tmp,  # noqa: E731
                                   health_timeout_s=20, secret=lambda s: client_key[s.name])
 
     servers["b"].kill()  # the target's store is down
@@ -106,4 +110,44 @@ def test_migrate_between_ssh_stacks_without_downtime(world):
     assert not probe.healthy(a_url) and probe.healthy(b_url) and harness.state(a)["resources"] == {}
     assert all(any(s) for s in samples), "a moment with no endpoint answering"
     assert samples[0] == (True, False) and (True, True) in samples and (False, True) in samples
+    harness.destroy(b, print)
+
+
+def test_destroy_source_waits_until_the_source_has_drained(world):
+    import threading
+
+    import openai
+
+    a, b, hosts, _, harness, tmp = world
+    hosts["a"].set_standin(token_s=0.05)  # 200 tokens: a request runs for about 10 s
+    harness.up(a, print)
+    a_url = f"http://{hosts['a'].address}:8000"
+    client = openai.OpenAI(base_url=a_url + "/v1", api_key=os.environ["SA_API_KEY"], max_retries=0, timeout=60)
+    done: dict = {}
+
+    def long_request() -> None:
+        stream = client.chat.completions.create(model=a.deployment.model.name, max_tokens=200, stream=True,
+                                                messages=[{"role": "user", "content": "count " * 300}])
+        done["finish"] = [c.choices[0].finish_reason for c in stream if c.choices][-1]
+        done["at"] = time.monotonic()
+
+    lines: list[str] = []
+
+    def say(line: str) -> None:
+        lines.append(line)
+        if line.strip().startswith("draining ssh-a") and "thread" not in done:
+            done["thread"] = threading.Thread(target=long_request)
+            done["thread"].start()  # a client is mid-request when the drain begins
+            deadline = time.monotonic() + 10
+            while busy(a_url) != 1:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+
+    Migration(a, b, harness, StoreWeights(), say=say, drain=Drain(grace_s=0.5, timeout_s=60), root=tmp,
+              health_timeout_s=20, secret=lambda s: os.environ[f"S{s.name[-1].upper()}_API_KEY"]).run(destroy_source=True)
+    destroyed = time.monotonic()
+    done["thread"].join(30)
+    assert done["finish"] == "length" and done["at"] < destroyed  # the request was answered whole, before A went
+    text = "\n".join(lines)
+    assert "      ssh-a: 1 request(s) running or waiting" in text and "ssh-a idle for 0.5s" in text, text
     harness.destroy(b, print)

@@ -56,9 +56,10 @@ def test_migrate_through_the_real_engine_without_downtime(stacks):
     a_url, b_url = (f"http://{hosts[n].address}:8000" for n in ("a", "b"))
     poller = Poller([(a_url, API["a"]), (b_url, API["b"])])
     poller.start()
-    r = project.inferry("migrate", "--from", "a", "--to", "b", "--destroy-source", "--yes")
+    r = project.inferry("migrate", "--from", "a", "--to", "b", "--destroy-source", "--drain-grace", "1", "--yes")
     samples = poller.finish()
     assert f"cutover done: a is destroyed; clients must use {b_url}/v1" in r.stdout, r.stdout
+    assert "draining a: waiting until no request runs or waits for 1s" in r.stdout and "a idle for 1s" in r.stdout
     assert all(any(s) for s in samples), "a moment with no endpoint answering"
     assert samples[0] == (True, False) and (True, True) in samples and samples[-1] == (False, True)
     assert probe.chat_check(b_url + "/v1", API["b"], MODEL) and not probe.healthy(a_url + "/v1")

@@ -19,6 +19,7 @@ HOSTILE = [
     "/data/evil dir/m'o\"d$(touch PWNED)`touch PWNED2`;touch PWNED3 #",
     "/data/new\nline/--port 1/${HOME}/%n/\\x41/\t/é",
     "/data/-rf/ '' \"\" $$ %% \\\\",
+    "/data/plain\nnewline\r\u2028\x85/{{ x }}",
 ]
 FAKE_ENGINE = "#!/bin/sh\nexec python3 -c 'import json,sys,os; json.dump(sys.argv[1:], open(os.environ[\"ARGV_OUT\"], \"w\"))' \"$@\"\n"
 
@@ -50,9 +51,43 @@ def test_hostile_weights_path_and_extra_args_reach_the_engine_unchanged(tmp_path
     spec = ssh_spec(d)
     assert run_launcher(tmp_path, d) == list(spec.argv[1:])
     assert not list(tmp_path.glob("PWNED*")) and spec.args[-1] == weights
-    docker = ssh_deployment({"kind": "vllm", "extra_args": extra}, "docker", model=model)
-    compose = yaml.safe_load({f.name: f for f in render_ssh_files(docker)}[COMPOSE].content)
-    assert compose["services"]["engine"]["command"] == list(ssh_spec(docker).args)
+    docker = ssh_deployment({"kind": "vllm", "extra_args": extra, "image": "vllm/vllm-openai:${TAG:-v0.33.0}"},
+                            "docker", model=model, service_dir=str(tmp_path / "compose"))
+    engine = compose_config(tmp_path / "compose", docker)["services"]["engine"]
+    # `compose config` prints `$` as `$$` again (its output stays loadable): nothing was interpolated
+    assert engine["command"] == [a.replace("$", "$$") for a in ssh_spec(docker).args]
+    assert engine["image"] == "vllm/vllm-openai:$${TAG:-v0.33.0}" and "/home/someone" not in json.dumps(engine)
+
+
+def compose_config(folder, d) -> dict:
+    """The compose file as Docker Compose itself reads it (`docker compose config`: interpolation done), with
+    variables set that an unescaped `$` would pick up."""
+    from tests.hosts.docker import compose_plugin
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for f in render_ssh_files(d):
+        (folder / f.name).write_text(f.content)
+    (folder / "inferry.env").write_text("")
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/home/someone", "TAG": "latest", "VLLM_API_KEY": "sk-leaked"}
+    out = subprocess.run([str(compose_plugin()), "-f", str(folder / COMPOSE), "config", "--format", "json"],
+                         capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("value", HOSTILE + ["/tmp/$(VLLM_API_KEY)", "$$(X) $(", "${HOME}/$HOME"])
+def test_kubernetes_passes_values_to_the_container_unchanged(value):
+    from infra.stackfile import parse_deployment
+    from infra.targets.kubernetes.manifests import objects
+    from tests.kubernetes_expansion import expand
+    from tests.kubernetes_stacks import _merge, raw_deployment, spec_of
+
+    raw = _merge(raw_deployment(), {"engine": {"extra_args": ["--chat-template", value]}})
+    d = parse_deployment(raw, "hostile")
+    (deployment,) = [o for o in objects(d, spec_of(d), "s") if o["kind"] == "Deployment"]
+    (engine,) = [c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "engine"]
+    env = {e["name"]: "sk-leaked" for e in engine.get("env", [])}
+    assert [expand(a, env) for a in engine["args"]][-2:] == ["--chat-template", value]
 
 
 @pytest.mark.parametrize("draft", HOSTILE)

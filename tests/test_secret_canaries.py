@@ -200,6 +200,7 @@ def test_weights_cli_and_local_journal_hold_no_secret(world, cli, tmp_path, monk
 
 
 def test_migrate_journal_holds_no_secret(world, host_network, s3_server_factory, tmp_path, capfd):
+    from infra.lifecycle.drain import Drain
     from infra.lifecycle.migrate import Migration, MigrationError
     from infra.lifecycle.weights import StoreWeights
 
@@ -214,7 +215,7 @@ def test_migrate_journal_holds_no_secret(world, host_network, s3_server_factory,
         harness, state, lines = ProgramHarness(tmp_path / "state"), tmp_path / "inferry", []
         harness.up(a, print)
         key = {b.name: "sk-not-the-engines-key"}  # the check step fails: the journal stays behind
-        migration = lambda: Migration(a, b, harness, StoreWeights(), say=lines.append, root=state,  # noqa: E731
+        migration = lambda: Migration(a, b, harness, StoreWeights(), say=lines.append, drain=Drain(0.5, 30), root=state,  # noqa: E731
                                       health_timeout_s=20, secret=lambda s: key[s.name])
         with pytest.raises(MigrationError) as e:
             migration().run(destroy_source=True)

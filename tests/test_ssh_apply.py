@@ -94,3 +94,18 @@ def test_a_sudo_user_instead_of_root(make_hosts, weights_store):
     assert h.exec("stat -c '%U %a' /etc/inferry/inferry.env").stdout == "root 600\n"
     assert h.exec("ls /tmp | grep -c inferry").stdout.strip() == "0"  # staged uploads are removed
     assert apply(d, [h], weights_store).count("writes") == 0
+
+
+def test_every_file_is_private_from_its_first_byte(make_hosts, weights_store):
+    (h,) = make_hosts(1)
+    # Files are written by `cat > TMP` under umask 077: a `cat` first on the host's PATH records the mode of its
+    # output file the moment it runs, before a byte is written, then hands over to the real cat.
+    h.install("cat", 'o=$(readlink /proc/$$/fd/1); case "$o" in /*) stat -c "%a $o" "$o" >> /tmp/created ;; esac; '
+                     'exec /usr/bin/cat "$@"')
+    apply(deployment([h], weights_store), [h], weights_store)
+    created = h.exec("/usr/bin/cat /tmp/created").stdout.splitlines()
+    env = [line for line in created if "/etc/inferry/inferry.env.inferry-" in line]
+    assert len(env) == 1 and len(created) >= 4, created
+    assert all(line.startswith("600 ") for line in created), created
+    modes = h.exec("stat -c '%a %n' /etc/inferry/inferry.env /etc/inferry/run-engine.sh").stdout.split()
+    assert modes == ["600", "/etc/inferry/inferry.env", "755", "/etc/inferry/run-engine.sh"]

@@ -9,6 +9,7 @@ from typing import Protocol
 from infra.errors import InferryError
 from infra.lifecycle import probe
 from infra.lifecycle.deployer import Deployer, Progress, endpoints
+from infra.lifecycle.drain import Drain, drain
 from infra.lifecycle.journal import Journal, load_rate, record_rate
 from infra.lifecycle.stackdiff import FieldDiff, diff, pinned_changes
 from infra.secrets import resolve
@@ -106,8 +107,9 @@ class Migration:
 
     def __init__(self, a: Stack, b: Stack, deployer: Deployer, weights: WeightMover, *,
                  say: Progress = print, root: Path | None = None, health_timeout_s: float | None = None,
-                 secret: Callable[[Stack], str] | None = None):
+                 secret: Callable[[Stack], str] | None = None, drain: Drain | None = None):
         self.a, self.b, self.deployer, self.weights, self.say = a, b, deployer, weights, say
+        self.drain = drain or Drain()
         self.root = root  # None: $INFERRY_STATE_DIR or the project's .inferry/
         self.health_timeout_s = health_timeout_s or _startup_timeout(b)
         self.api_key = secret or (lambda s: resolve(s.deployment.serving.api_key, s.name, "serving.api_key", s.path))
@@ -191,6 +193,8 @@ class Migration:
         return f"{len(found)} endpoint(s) healthy and answering"
 
     def _step_destroy(self) -> str:
+        idle = drain(self.a.name, self._source_endpoints(), self.drain, self.say)  # no request is cut off
+        self.say(f"      {idle}")
         changes = self.deployer.destroy(self.a, lambda line: self.say(f"      {line}"))
         self.a_endpoints = []
         return f"{self.a.name} destroyed ({changes.line()})"

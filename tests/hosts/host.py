@@ -127,11 +127,11 @@ class TestHost:
             self.install(program, f'exec {python} -I {standin}/engine.py {program} "$@"')
 
     def set_standin(self, never_healthy: bool = False, startup_s: float = 0, crash: str = "",
-                    version: str = "") -> None:
+                    version: str = "", token_s: float = 0) -> None:
         """Fault knobs for the stand-in engines started on this host from now on (see standin/engine.py)."""
         knobs = {"GPU": self.options.gpu, "GPU_COUNT": self.options.gpu_count, "RECORD": "1",
                  "NEVER_HEALTHY": "1" if never_healthy else "", "STARTUP_S": startup_s or "", "CRASH": crash,
-                 "VERSION": version}
+                 "VERSION": version, "TOKEN_S": token_s or ""}
         text = "".join(f"INFERRY_STANDIN_{k}={v}\n" for k, v in knobs.items() if v != "")
         # Once booted, write through the host's overlay (writing its upper folder directly is undefined).
         etc = self.path("/etc") if self.init_pid else self.root / "overlay" / "etc" / "upper"

@@ -7,7 +7,8 @@ Knobs, from the environment or from /etc/inferry-standin.env on a test host (KEY
 set_standin writes it; the environment wins): INFERRY_STANDIN_STARTUP_S=seconds before serving (the port is
 bound at once, as vLLM does); INFERRY_STANDIN_NEVER_HEALTHY=1 (serves, /health 503 forever, logs an error);
 INFERRY_STANDIN_CRASH=message (logs it as an error after start-up and exits 1); INFERRY_STANDIN_VERSION;
-INFERRY_STANDIN_GPU_COUNT (the host's GPUs: more tensor x pipeline parallel ranks than that fail like vLLM).
+INFERRY_STANDIN_GPU_COUNT (the host's GPUs: more tensor x pipeline parallel ranks than that fail like vLLM);
+INFERRY_STANDIN_TOKEN_S=seconds per generated token (decode time: a request stays running that long).
 """
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ starting with /v1 need `Authorization: Bearer KEY` (else 401 {"error": "Unauthor
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -138,6 +139,7 @@ class Handler(BaseHTTPRequestHandler):
             if body.get("stream"):
                 ttft = self._stream(rid, model, words, reason, usage, body.get("stream_options") or {})
             else:
+                time.sleep(token_seconds() * len(words))
                 message = {"role": "assistant", "content": " ".join(words), "tool_calls": []}
                 self._json(200, {"id": rid, "object": "chat.completion", "created": int(time.time()),
                                  "model": model, "usage": usage,
@@ -167,6 +169,7 @@ class Handler(BaseHTTPRequestHandler):
         event({"role": "assistant", "content": ""})
         ttft = time.monotonic() - start
         for i, word in enumerate(words):
+            time.sleep(token_seconds())
             event({"content": word if i == 0 else f" {word}"})
         event({}, finish=reason)
         if opts.get("include_usage"):
@@ -179,6 +182,11 @@ class Handler(BaseHTTPRequestHandler):
         data = text.encode()
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
+
+
+def token_seconds() -> float:
+    """The decode time of one output token (knob INFERRY_STANDIN_TOKEN_S; default: none)."""
+    return float(os.environ.get("INFERRY_STANDIN_TOKEN_S") or 0)
 
 
 def make_server(state: State) -> ThreadingHTTPServer:

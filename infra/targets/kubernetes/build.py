@@ -5,6 +5,7 @@ import shlex
 from typing import Any
 
 from infra.targets.kubernetes import weights
+from infra.targets.kubernetes.expansion import literal_containers
 from infra.targets.kubernetes.context import SCRIPTS_DIR, Ctx
 from infra.targets.kubernetes.names import short_hash
 
@@ -52,4 +53,5 @@ def build_job_spec(ctx: Ctx, pod_common: dict[str, Any], env: list[dict[str, Any
     pod = {**{k: v for k, v in pod_common.items() if k != "volumes"}, "restartPolicy": "Never",
            "initContainers": init, "containers": [_upload_container(ctx)], "volumes": volumes}
     # No ttlSecondsAfterFinished: Pulumi tracks the Job; a vanished Job would be rebuilt on the next up.
-    return {"backoffLimit": 1, "template": {"metadata": {"labels": ctx.labels("engine-build")}, "spec": pod}}
+    return {"backoffLimit": 1, "template": {"metadata": {"labels": ctx.labels("engine-build")},
+                                            "spec": literal_containers(pod)}}

@@ -8,6 +8,7 @@ from infra.engines.spec import EnvVar
 from infra.errors import InferryError
 from infra.targets.kubernetes import proxy, weights
 from infra.targets.kubernetes.context import Ctx
+from infra.targets.kubernetes.expansion import literal_containers
 from infra.targets.kubernetes.names import memory_quantity, short_hash
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -114,7 +115,7 @@ def pod_spec(ctx: Ctx) -> dict[str, Any]:
             "terminationGracePeriodSeconds": 60}
     if init:
         spec["initContainers"] = init
-    return spec
+    return literal_containers(spec)
 
 
 def deployment_spec(ctx: Ctx, config_digest: str) -> dict[str, Any]:

@@ -4,8 +4,6 @@ from __future__ import annotations
 import io
 import shlex
 import socket
-import stat
-import threading
 import uuid
 import dataclasses
 from dataclasses import dataclass
@@ -73,13 +71,11 @@ def load_key(text: str, where: str) -> paramiko.PKey:
 
 
 class Session:
-    """One authenticated SSH connection: run commands, read and write files atomically."""
+    """One authenticated SSH connection: run commands, write files atomically."""
 
     def __init__(self, conn: Conn, transport: paramiko.Transport):
         self.conn = conn
         self._t = transport
-        self._sftp: paramiko.SFTPClient | None = None
-        self._lock = threading.Lock()
 
     @property
     def alive(self) -> bool:
@@ -94,7 +90,7 @@ class Session:
     def _fail(self, step: str, e: BaseException, fix: str) -> RemoteError:
         return RemoteError(f"{step} failed: {type(e).__name__}: {e}", fix, where=f"host {self.conn.label}")
 
-    def run(self, cmd: str, step: str, *, stdin: str = "", check: bool = True, timeout: float = 600) -> Result:
+    def run(self, cmd: str, step: str, *, stdin: str | bytes = "", check: bool = True, timeout: float = 600) -> Result:
         """Run a shell command (as root); a non-zero exit raises RemoteError unless check is False."""
         full = f"{self.sudo}sh -c {shlex.quote(cmd)}"
         try:
@@ -102,7 +98,7 @@ class Session:
             chan.settimeout(timeout)
             chan.exec_command(full)
             if stdin:
-                chan.sendall(stdin.encode())
+                chan.sendall(stdin.encode() if isinstance(stdin, str) else stdin)
             chan.shutdown_write()
             out, err = _drain(chan)
             code = chan.recv_exit_status()
@@ -117,49 +113,15 @@ class Session:
                               where=f"host {self.conn.label}")
         return res
 
-    def sftp(self, step: str) -> paramiko.SFTPClient:
-        """The connection's SFTP channel, opened once."""
-        with self._lock:
-            if self._sftp is None:
-                try:
-                    self._sftp = paramiko.SFTPClient.from_transport(self._t)
-                except (OSError, EOFError, paramiko.SSHException) as e:
-                    raise self._fail(step, e, "enable the sftp subsystem in sshd_config "
-                                              "(Subsystem sftp internal-sftp)") from None
-            return self._sftp
-
     def put(self, path: str, data: bytes, mode: int, step: str) -> None:
-        """Write a file atomically: a temporary file next to it with its mode, then rename."""
-        tmp = f"{path}.inferry-{uuid.uuid4().hex[:8]}"
-        if self.sudo:
-            staged = f"/tmp/inferry-{uuid.uuid4().hex}"
-            self._put_plain(staged, data, 0o600, step)
-            self.run(f"install -D -m {mode:o} {shlex.quote(staged)} {shlex.quote(tmp)} && "
-                     f"mv -f {shlex.quote(tmp)} {shlex.quote(path)}; rc=$?; rm -f {shlex.quote(staged)}; exit $rc",
-                     step)
-            return
-        self._put_plain(tmp, data, mode, step)
-        try:
-            self.sftp(step).posix_rename(tmp, path)
-        except (OSError, EOFError, paramiko.SSHException) as e:
-            raise self._fail(step, e, f"check that {path} is writable on the host") from None
-
-    def _put_plain(self, path: str, data: bytes, mode: int, step: str) -> None:
-        sftp = self.sftp(step)
-        try:
-            # Create with the final mode so a secret file is never readable by others, not even briefly.
-            with sftp.open(path, "wb") as f:
-                f.chmod(mode)
-                f.write(data)
-            if stat.S_IMODE(sftp.stat(path).st_mode) != mode:
-                sftp.chmod(path, mode)
-        except (OSError, EOFError, paramiko.SSHException) as e:
-            raise self._fail(step, e, f"check that the folder of {path} exists and is writable") from None
+        """Write a file atomically and privately: a temporary file next to it, created 0600 (umask 077) before
+        its first byte, then given its mode and renamed into place. The data travels on stdin."""
+        tmp = shlex.quote(f"{path}.inferry-{uuid.uuid4().hex[:8]}")
+        self.run(f"umask 077 && cat > {tmp} && chmod {mode:o} {tmp} && mv -f {tmp} {shlex.quote(path)} "
+                 f"|| {{ rc=$?; rm -f {tmp}; exit $rc; }}", step, stdin=data)
 
     def close(self) -> None:
-        """Close the SFTP channel and the connection."""
-        if self._sftp is not None:
-            self._sftp.close()
+        """Close the connection."""
         self._t.close()
 
 

@@ -1,0 +1,65 @@
+"""Before a serving stack goes: wait until its engines have had no request running or waiting for a while."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from infra.errors import InferryError
+from infra.lifecycle import probe
+from infra.lifecycle.status import parse_metrics
+
+
+@dataclass(frozen=True)
+class Drain:
+    """How long the engines must be idle (grace_s), and how long to wait for that at most (timeout_s)."""
+
+    grace_s: float = 10.0
+    timeout_s: float = 300.0
+    poll_s: float = 0.5
+
+
+def busy(url: str) -> int | None:
+    """Requests running or waiting on the engine behind url, from its Prometheus /metrics; None when they
+    cannot be read (no answer, or an engine without those metrics, such as trtllm-serve's JSON)."""
+    code, text = probe.get(probe.base_url(url) + "/metrics", 3)
+    if code != 200 or text.lstrip().startswith(("[", "{")):
+        return None
+    try:
+        m = parse_metrics(text)
+    except (ValueError, KeyError):
+        return None
+    if m.running is None and m.waiting is None:
+        return None
+    return int((m.running or 0) + (m.waiting or 0))
+
+
+def drain(name: str, urls: list[str], d: Drain, say: Callable[[str], None],
+          clock: Callable[[], float] = time.monotonic) -> str:
+    """Wait until every url reports no request for d.grace_s; InferryError when d.timeout_s passes first."""
+    if not urls:
+        return f"{name} has no endpoint answering: nothing to drain"
+    say(f"      draining {name}: waiting until no request runs or waits for {d.grace_s:g}s "
+        f"(at most {d.timeout_s:g}s) on {', '.join(urls)}")
+    start, last = clock(), 0
+    quiet_since: float | None = None
+    while True:
+        counts = [busy(u) for u in urls]
+        known = [c for c in counts if c is not None]
+        now = clock()
+        if sum(known) != last:
+            say(f"      {name}: {sum(known)} request(s) running or waiting")
+            last = sum(known)
+        if sum(known):
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = now
+        if quiet_since is not None and now - quiet_since >= d.grace_s:
+            unread = len(counts) - len(known)
+            return f"{name} idle for {d.grace_s:g}s" + (f" (metrics unreadable on {unread}: waited the grace "
+                                                         "period only)" if unread else "")
+        if now - start > d.timeout_s:
+            raise InferryError(f"{name} still had {sum(known)} request(s) running or waiting after {d.timeout_s:g}s",
+                               f"move the clients off {name} first (DNS or the endpoint printed for the new stack), "
+                               "or raise --drain-timeout; the migration resumes at 'destroy'", where=name)
+        time.sleep(d.poll_s)
