@@ -43,8 +43,16 @@ def preview(stack: str = typer.Argument(..., help=STACK_HELP)) -> None:
 
 
 @handle_errors
-def up(stack: str = typer.Argument(..., help=STACK_HELP)) -> None:
+def up(stack: str = typer.Argument(..., help=STACK_HELP),
+       verify_weights: bool = typer.Option(False, "--verify-weights", help="SSH hosts: hash every cached weight "
+                                           "file again (sha256) and fetch what differs; each up checks sizes")) -> None:
     """Create or update the stack (same as `pulumi up --stack NAME` in the project folder)."""
+    import os
+
+    from infra.targets.ssh.providers import VERIFY_WEIGHTS
+
+    if verify_weights:  # the dynamic-provider plugin inherits the environment through the Pulumi CLI
+        os.environ[VERIFY_WEIGHTS] = "1"
     s = load_stack(stack)
     say(f"updating {s.name}")
     outputs = make_deployer().up(s, say)

@@ -114,6 +114,18 @@ def test_second_up_changes_nothing_on_any_host(world):
     assert [(ops_log(h), len(h.engine_starts())) for h in world.hosts] == before
 
 
+def test_verify_weights_hashes_every_file_again_and_repairs_only_that(world):
+    model_dir = world.outputs("two", "ssh-re1-weights")["model_dir"]
+    size = len(FILES["tokenizer.json"])  # same size, other bytes: a plain up (size check) does not see it
+    world.hosts[0].exec(f"head -c {size} /dev/zero > {model_dir}/tokenizer.json", check=True)
+    assert changes(world.project.inferry("up", "two").stdout) == []
+    r = world.project.inferry("up", "two", "--verify-weights")
+    assert sorted(changes(r.stdout)) == [("updated", "ssh-re1-weights"), ("updated", "ssh-re2-weights")]
+    data = world.hosts[0].path(f"{model_dir}/tokenizer.json").read_bytes()
+    assert hashlib.sha256(data).digest() == hashlib.sha256(FILES["tokenizer.json"]).digest()
+    assert world.outputs("two", "ssh-re1-weights")["fetched"] == 1 and world.outputs("two", "ssh-re2-weights")["fetched"] == 0
+
+
 def test_engine_option_updates_services_one_host_at_a_time(world):
     world.project.set_deployment("two", world.deployment(max_num_seqs=64))
     r = world.project.inferry("preview", "two")

@@ -113,6 +113,24 @@ def test_a_corrupted_weight_file_is_fetched_again_and_checked(make_hosts, weight
     assert h.exec("sha256sum /var/lib/inferry/weights/llama-3.1-8b-instruct/tokenizer.json").stdout.split()[0] == good
 
 
+def test_cached_weights_are_size_checked_every_apply_and_hashed_on_request(make_hosts, weights_store, monkeypatch):
+    from infra.targets.ssh.providers import VERIFY_WEIGHTS
+
+    (h,) = make_hosts(1)
+    d = deployment([h], weights_store)
+    apply(d, [h], weights_store)
+    folder = "/var/lib/inferry/weights/llama-3.1-8b-instruct"
+    h.exec(f"rm {folder}/config.json", check=True)  # the marker stays: the size check finds the gap
+    assert apply(d, [h], weights_store).hosts[0].outputs["weights"]["fetched"] == 1
+    size = len(FILES["tokenizer.json"])  # same size, other bytes: only hashing finds it
+    h.exec(f"head -c {size} /dev/zero > {folder}/tokenizer.json", check=True)
+    assert apply(d, [h], weights_store).hosts[0].outputs["weights"]["fetched"] == 0
+    monkeypatch.setenv(VERIFY_WEIGHTS, "1")  # `inferry up --verify-weights`
+    assert apply(d, [h], weights_store).hosts[0].outputs["weights"]["fetched"] == 1
+    good = hashlib.sha256(FILES["tokenizer.json"]).hexdigest()
+    assert h.exec(f"sha256sum {folder}/tokenizer.json").stdout.split()[0] == good
+
+
 def test_the_supervisor_restarts_a_crashed_engine_and_status_counts_it(make_hosts, weights_store):
     from infra.lifecycle import probe
     from infra.targets.ssh.status import host_lines

@@ -17,6 +17,7 @@ from infra.targets.ssh.lb import ensure_lb, lb_drift, remove_lb
 from infra.targets.ssh.service import ensure_service, remove_service, service_drift
 from infra.targets.ssh.weights import ensure_weights, presigned, remove_weights, weights_drift
 
+VERIFY_WEIGHTS = "INFERRY_VERIFY_WEIGHTS"
 IN_SYNC = "in-sync"  # the host part of a fingerprint: what `refresh` found differs from the last apply
 SECRETS = ("private_key", "access_key_id", "secret_access_key", "secret_values", "api_key")
 _SLOTS: dict[int, threading.BoundedSemaphore] = {}
@@ -138,13 +139,26 @@ class HostProvider(_Step):
         return None  # installed software stays: other things on the host may use it
 
 
+def verify_weights() -> bool:
+    """`inferry up --verify-weights` (VERIFY_WEIGHTS in the environment): hash every cached file again."""
+    return os.environ.get(VERIFY_WEIGHTS) == "1"
+
+
 class WeightsProvider(_Step):
     """Weights into the host's cache from presigned URLs; the S3 keys stay on this machine."""
+
+    @reported
+    def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
+        """As every step, or changed when a full verification is asked for."""
+        found = super().diff(_id, olds, news)
+        if verify_weights() and not found.changes:
+            return DiffResult(changes=True, replaces=[], stables=[], delete_before_replace=True)
+        return found
 
     def _apply(self, props: dict) -> dict:
         a = A.weights_args(props)
         entries = presigned(a.store, props["access_key_id"], props["secret_access_key"])
-        return A.asdict(ensure_weights(a, props["private_key"], entries))
+        return A.asdict(ensure_weights(a, props["private_key"], entries, full=verify_weights()))
 
     def _remove(self, props: dict, key: str) -> None:
         remove_weights(A.weights_args(props), key)

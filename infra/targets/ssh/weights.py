@@ -74,8 +74,9 @@ def presigned(store: Store, access_key: str, secret_key: str, expires_s: int = P
     return list(presign_model(settings, store.prefix, expires_s).files)
 
 
-def ensure_weights(a: WeightsArgs, private_key: str, entries: list[PresignedFile]) -> WeightsReport:
-    """Fetch what is missing or wrong; a no-op when the folder was verified against the same manifest."""
+def ensure_weights(a: WeightsArgs, private_key: str, entries: list[PresignedFile], full: bool = False) -> WeightsReport:
+    """Fetch what is missing or wrong. A no-op when the folder was verified against the same manifest and every
+    file has its size (cheap, every apply); full=True hashes every file again and fetches what differs."""
     digest = manifest_digest(entries)
     total = sum(e.size for e in entries)
     s = session(a.conn, private_key)
@@ -87,7 +88,7 @@ def ensure_weights(a: WeightsArgs, private_key: str, entries: list[PresignedFile
     df_text, _, have_text = rest.partition("@@have\n")
     have = {ln.split(" ", 1)[1]: int(ln.split(" ", 1)[0]) for ln in have_text.splitlines() if " " in ln}
     missing = [e for e in entries if have.get(e.path) != e.size]
-    if marker.strip() == digest and not missing:
+    if marker.strip() == digest and not missing and not full:
         return WeightsReport(a.model_dir, digest, len(entries), total, 0, 0)
     path, free = parse_df(df_text)
     need = int(sum(e.size for e in missing) * (1 + (preflight.TRT_BUILD_FACTOR if a.trt_build else 0)))
