@@ -16,6 +16,23 @@ for module in (stackcmds, plan, render, weights, lifecycle):
     module.register(app)
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"inferry {version('inferry')}")
+        except PackageNotFoundError:  # run from a checkout without installing it
+            typer.echo("inferry (not installed: run scripts/setup.sh)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(_: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                    help="print the version and exit")) -> None:
+    """LLM inference on anyone's GPUs: one stack file per environment."""
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

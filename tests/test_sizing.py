@@ -14,7 +14,7 @@ H100 = catalog.gpu("H100-80GB")
 
 
 @pytest.mark.parametrize("model,fp16_kib,fp8_kib", [
-    # shared/reference/facts.md, "KV cache (what vLLM allocates)"
+    # docs/sizing.md, "KV cache": 2 x layers x kv_heads x head_dim x bytes
     ("llama-3.1-8b", 128, 64), ("mistral-7b", 128, 64), ("llama-3.1-70b", 320, 160),
     ("qwen2.5-72b", 320, 160), ("llama-3.1-405b", 504, 252), ("qwen2.5-7b", 56, 28),
 ])

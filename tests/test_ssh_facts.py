@@ -1,4 +1,4 @@
-"""Host-fact parsers and preflight on real captures of an H200 host (../shared/fixtures/gpu-host/h200)."""
+"""Host-fact parsers and preflight on real captures of an H200 host (tests/fixtures/gpu-host/h200)."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,7 +10,7 @@ from infra.errors import RemoteError
 from infra.targets.ssh import facts, preflight
 from infra.targets.ssh.facts import MARK
 
-H200 = Path("/work/shared/fixtures/gpu-host/h200")
+H200 = Path(__file__).parent / "fixtures" / "gpu-host" / "h200"
 GIB = 1024 ** 3
 
 

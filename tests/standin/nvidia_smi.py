@@ -2,7 +2,7 @@
 
 Installed per host as /usr/local/bin/nvidia-smi; the host chooses the GPU with INFERRY_STANDIN_GPU (h200|h100)
 and INFERRY_STANDIN_GPU_COUNT. Stdlib only. With one H200 every output is byte-identical to the captures in
-fixtures/h200/ (copied from ../shared/fixtures/gpu-host/h200, driver 580.159.04, CUDA 13.0).
+fixtures/h200/ (copies of tests/fixtures/gpu-host/h200, driver 580.159.04, CUDA 13.0).
 """
 from __future__ import annotations
 

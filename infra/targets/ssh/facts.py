@@ -6,7 +6,7 @@ import shlex
 from dataclasses import dataclass
 
 MARK = "@@inferry:"
-# The one query the parsers read; same columns as ../shared/fixtures/gpu-host/h200/smi_query_nounits.txt.
+# The one query the parsers read; same columns as tests/fixtures/gpu-host/h200/smi_query_nounits.txt.
 COLUMNS = ("index", "name", "memory.total", "driver_version", "compute_cap")
 SMI_QUERY = f"nvidia-smi --query-gpu={','.join(COLUMNS)} --format=csv,noheader,nounits"
 
