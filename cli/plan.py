@@ -13,10 +13,9 @@ from rich.table import Table
 from cli.common import err, handle_errors, out
 from infra.catalog import GIB
 from infra.measurements import load_measured_tps
-from infra.modelinfo import Reader, s3_reader
+from infra.modelinfo import Reader
 from infra.fit import fix_text, plan_with_fixes
 from infra.plan import Plan
-from infra.secrets import resolve as resolve_secret
 from infra.stackfile import Stack, load_stack
 from infra.suggest import Option, suggest
 
@@ -82,20 +81,11 @@ def _suggest_table(options: list[Option]) -> Table:
 
 
 def _store_reader(s: Stack) -> Reader | None:
-    """A reader of the model folder in the stack's weight store (credentials from the stack's secrets)."""
-    import boto3
-    from botocore.config import Config
+    """A reader of the model folder in the stack's weight store (credentials from the stack's secrets; the
+    store's errors mapped as the weights commands map them: no key material in a message)."""
+    from infra.storage.remote import stack_reader
 
-    d = s.deployment
-    if d.model.weights_bucket is None:
-        return None
-    key = lambda field, ref: resolve_secret(ref, s.name, field, s.path)  # noqa: E731
-    client = boto3.client(
-        "s3", endpoint_url=d.storage.endpoint, region_name=d.storage.region,
-        aws_access_key_id=key("storage.access_key_id", d.storage.access_key_id),
-        aws_secret_access_key=key("storage.secret_access_key", d.storage.secret_access_key),
-        config=Config(signature_version="s3v4", s3={"addressing_style": d.storage.addressing_style}))
-    return s3_reader(client, d.model.weights_bucket, d.model.weights_prefix or "")
+    return stack_reader(s)
 
 
 @handle_errors

@@ -20,6 +20,8 @@ PREFIX = typer.Option(None, "--prefix", "-p", help="model folder in the bucket (
 CONCURRENCY = typer.Option(8, "--concurrency", min=1, max=256, help="parallel part transfers")
 PART_MIB = typer.Option(32, "--part-size-mib", min=5, max=5120, help="multipart part size in MiB")
 VIRTUAL = typer.Option(False, "--virtual-hosted", help="virtual-hosted addressing instead of path style")
+REPAIR = typer.Option(None, "--repair", metavar="FILE",
+                      help="send this file even if the store seems to hold it (repeatable; what verify names)")
 
 
 def _settings(stack: str | None, endpoint: str | None, region: str, bucket: str | None, concurrency: int,
@@ -60,12 +62,12 @@ def _prefix(given: str | None, default: str | None) -> str:
 def push(folder: Path = typer.Argument(..., help="local model folder (Hugging Face snapshot layout)"),
          prefix: Optional[str] = PREFIX, stack: Optional[str] = STACK, endpoint: Optional[str] = ENDPOINT,
          region: str = REGION, bucket: Optional[str] = BUCKET, concurrency: int = CONCURRENCY,
-         part_size_mib: int = PART_MIB, virtual_hosted: bool = VIRTUAL) -> None:
-    """Upload a model folder; unchanged files are skipped, an interrupted push resumes."""
+         part_size_mib: int = PART_MIB, virtual_hosted: bool = VIRTUAL, repair: Optional[list[str]] = REPAIR) -> None:
+    """Upload a model folder; unchanged files are skipped, an interrupted push resumes inside the file it was on."""
     from infra.storage.sync import push as run
 
     s, default = _settings(stack, endpoint, region, bucket, concurrency, part_size_mib, virtual_hosted)
-    out.print(run(s, folder, _prefix(prefix, default)).summary, markup=False)
+    out.print(run(s, folder, _prefix(prefix, default), repair=tuple(repair or ())).summary, markup=False)
 
 
 @app.command()
@@ -74,7 +76,7 @@ def pull(folder: Path = typer.Argument(..., help="local folder to fill"), prefix
          stack: Optional[str] = STACK, endpoint: Optional[str] = ENDPOINT, region: str = REGION,
          bucket: Optional[str] = BUCKET, concurrency: int = CONCURRENCY, part_size_mib: int = PART_MIB,
          virtual_hosted: bool = VIRTUAL) -> None:
-    """Download a complete model, checking every file's sha256."""
+    """Download a complete model, checking every file; an interrupted pull resumes inside the file it was on."""
     from infra.storage.sync import pull as run
 
     s, default = _settings(stack, endpoint, region, bucket, concurrency, part_size_mib, virtual_hosted)
@@ -91,7 +93,8 @@ def copy(prefix: Optional[str] = PREFIX, stack: Optional[str] = STACK, endpoint:
                                                    help="destination endpoint (keys from DEST_AWS_ACCESS_KEY_ID/...)"),
          to_region: str = typer.Option("us-east-1", "--to-region"),
          to_bucket: Optional[str] = typer.Option(None, "--to-bucket"),
-         concurrency: int = CONCURRENCY, part_size_mib: int = PART_MIB, virtual_hosted: bool = VIRTUAL) -> None:
+         concurrency: int = CONCURRENCY, part_size_mib: int = PART_MIB, virtual_hosted: bool = VIRTUAL,
+         repair: Optional[list[str]] = REPAIR) -> None:
     """Copy a model between stores (other endpoint and keys: streamed; same store: server side)."""
     from infra.storage.sync import copy as run
 
@@ -107,7 +110,7 @@ def copy(prefix: Optional[str] = PREFIX, stack: Optional[str] = STACK, endpoint:
     target = (to_prefix or source).strip("/")
     if dst == src and target == source:
         raise StorageError("source and destination are the same", "pass --to-prefix, --to-bucket or --to-stack")
-    out.print(run(src, source, dst, target).summary, markup=False)
+    out.print(run(src, source, dst, target, repair=tuple(repair or ())).summary, markup=False)
 
 
 @app.command()
@@ -115,7 +118,12 @@ def copy(prefix: Optional[str] = PREFIX, stack: Optional[str] = STACK, endpoint:
 def verify(prefix: Optional[str] = PREFIX, stack: Optional[str] = STACK, endpoint: Optional[str] = ENDPOINT,
            region: str = REGION, bucket: Optional[str] = BUCKET, concurrency: int = CONCURRENCY,
            part_size_mib: int = PART_MIB, virtual_hosted: bool = VIRTUAL) -> None:
-    """Re-read every stored file and compare size and sha256 with the manifest; exits 1 naming bad files."""
+    """Re-read every stored file and compare size and sha256 with the manifest; exits 1 naming bad files.
+
+    The fix it prints is the exact command that re-sends those files (push --repair, or copy --repair
+    for a model that was copied from another store).
+    """
+    from infra.storage.repair import repair_fix
     from infra.storage.verify import verify as run
 
     s, default = _settings(stack, endpoint, region, bucket, concurrency, part_size_mib, virtual_hosted)
@@ -123,11 +131,22 @@ def verify(prefix: Optional[str] = PREFIX, stack: Optional[str] = STACK, endpoin
     result = run(s, name)
     if not result.ok:
         lines = "; ".join(f"{b.path}: {b.problem}" for b in result.bad)
+        store = _store_flags(stack, endpoint, region, bucket, virtual_hosted)
         raise StorageError(f"{len(result.bad)} of {len(result.manifest.files)} file(s) do not match the manifest: "
-                           f"{lines}", "push (or copy) the model again: only the bad files are re-sent",
+                           f"{lines}", repair_fix(result.manifest, [b.path for b in result.bad], name, store),
                            where=s.where(name))
     out.print(f"OK {len(result.manifest.files)} file(s), {result.manifest.total / 1e6:,.1f} MB match "
               f"{s.where(name)}", markup=False)
+
+
+def _store_flags(stack: str | None, endpoint: str | None, region: str, bucket: str | None,
+                 virtual: bool) -> list[str]:
+    """The options that named the store on this command line, for a command printed to run next."""
+    if stack:
+        return ["--stack", stack]
+    flags = ["--endpoint", endpoint or "", "--bucket", bucket or ""]
+    flags += ["--region", region] if region != "us-east-1" else []
+    return flags + (["--virtual-hosted"] if virtual else [])
 
 
 @app.command("ls")

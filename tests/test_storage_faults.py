@@ -46,7 +46,7 @@ def test_server_killed_mid_push_then_rerun_completes_and_verifies(s3_server_fact
     assert verify(st, "llama").ok
 
 
-def test_server_killed_mid_pull_then_rerun_completes(s3_server_factory, tmp_path, monkeypatch):
+def test_server_killed_mid_pull_then_rerun_resumes_and_completes(s3_server_factory, tmp_path, monkeypatch):
     server = s3_server_factory()
     server.bucket("fault-pull")
     st = settings(server, "fault-pull", concurrency=2)
@@ -55,12 +55,16 @@ def test_server_killed_mid_pull_then_rerun_completes(s3_server_factory, tmp_path
     _kill_after(monkeypatch, server, 8 << 20)
     with pytest.raises(StorageError):
         pull(st, "m", tmp_path / "out")
-    assert not list((tmp_path / "out").rglob("*.inferry-part"))
+    assert list((tmp_path / "out").rglob("*.inferry-part")), "the parts written before the kill are kept"
+    assert not (tmp_path / "out" / "model-00001-of-00002.safetensors").exists()  # never renamed unchecked
     monkeypatch.setattr(sync, "Meter", Meter)
     server.restart()
-    pull(st, "m", tmp_path / "out")
-    assert (tmp_path / "out" / "model-00002-of-00002.safetensors").read_bytes() == (
-        tmp_path / "m" / "model-00002-of-00002.safetensors").read_bytes()
+    again = pull(st, "m", tmp_path / "out")
+    assert again.resumed > 0 and again.bytes_moved + again.resumed == sum(
+        e.size for e in again.manifest.files if e.path in again.transferred)
+    for name in ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"):
+        assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "m" / name).read_bytes()
+    assert not list((tmp_path / "out").rglob("*.inferry-part*"))
 
 
 def test_destination_killed_mid_copy_then_rerun_completes(s3_server, s3_server_factory, tmp_path, monkeypatch):

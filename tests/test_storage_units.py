@@ -1,6 +1,7 @@
 """Pure parts of the weight store: manifest, part sizes, progress lines, settings."""
 from __future__ import annotations
 
+import hashlib
 import io
 
 import pytest
@@ -47,3 +48,34 @@ def test_progress_prints_plain_lines_off_a_terminal():
     quiet = io.StringIO()
     Meter("x", 10, show=False, stream=quiet, every_s=0)(10)
     assert quiet.getvalue() == ""
+
+
+def test_resumed_parts_are_kept_only_with_the_right_size_and_an_etag_that_checks(tmp_path):
+    from infra.storage.upload import _verified
+
+    part = 5 * MiB
+    data = bytes(range(256)) * (2 * part // 256) + b"tail"
+    local = tmp_path / "f"
+    local.write_bytes(data)
+    md5 = '"%s"' % hashlib.md5(data[part:2 * part]).hexdigest()
+    listed = {1: ('"journaled"', part), 2: (md5, part), 3: ('"other"', 5), 4: ('"x"', part)}
+    # 1: the ETag acknowledged before (journaled) - kept without reading the file; 2: not journaled, but
+    # its ETag is the MD5 of the local bytes; 3: right ETag, wrong size; 4: a part number the file has not.
+    kept = _verified(listed, {1: '"journaled"', 3: '"other"'}, local, len(data), part)
+    assert kept == {1: '"journaled"', 2: md5}
+    assert _verified({2: ('"' + "0" * 32 + '"', part)}, {}, local, len(data), part) == {}
+
+
+def test_part_log_is_for_one_object_only(tmp_path):
+    from infra.storage.download import PartLog
+
+    entry = FileEntry("a.safetensors", 10 * MiB, "ab" * 32, "cd" * 16)
+    log = PartLog(tmp_path / "a.inferry-parts", entry, 5 * MiB, entry.xxh3_128)
+    log.start()
+    log.add(1, "0123456789abcdef")
+    with open(log.path, "a") as f:
+        f.write("0 01234")  # a line cut short by a kill
+    assert log.load() == {1: "0123456789abcdef"}
+    other = FileEntry("a.safetensors", 10 * MiB, "ef" * 32, "01" * 16)  # the model was pushed again meanwhile
+    assert PartLog(log.path, other, 5 * MiB, other.xxh3_128).load() == {}
+    assert PartLog(log.path, entry, 8 * MiB, entry.xxh3_128).load() == {}  # another part size

@@ -86,6 +86,8 @@ def run_parts(pool: Pool, parts: list[tuple[Any, ...]], part_fn: Callable[..., A
               ready: Future | None = None) -> FileJob:
     """A job running part_fn(*part) for every part (queued by `drive`); finish(results) runs once all succeed.
 
+    With no parts at all, finish([]) runs when the job's turn comes.
+
     With `ready` (a lookup), no part is queued before it succeeds; its error is the job's.
     """
     done: Future = Future()
@@ -111,15 +113,18 @@ def run_parts(pool: Pool, parts: list[tuple[Any, ...]], part_fn: Callable[..., A
             left[0] -= 1
             last = left[0] == 0
         if last:
-            try:
-                value = finish(results)
-            except BaseException as e:  # noqa: BLE001 - reported through the file's future
-                pool.errors.append(e)
-                pool.stop()
-                fail(e)
-                return
-            with lock:
-                done.set_result(value)
+            complete()
+
+    def complete() -> None:
+        try:
+            value = finish(results)
+        except BaseException as e:  # noqa: BLE001 - reported through the file's future
+            pool.errors.append(e)
+            pool.stop()
+            fail(e)
+            return
+        with lock:
+            done.set_result(value)
 
     def steps() -> Iterator[None]:
         if ready is not None:
@@ -128,6 +133,9 @@ def run_parts(pool: Pool, parts: list[tuple[Any, ...]], part_fn: Callable[..., A
             except BaseException as e:
                 fail(e)
                 raise
+        if not parts:  # nothing left to send (a resumed upload whose parts are all stored): finish at once
+            complete()
+            return
         for i, part in enumerate(parts):
             if pool.stopped.is_set():
                 fail(Cancelled())  # the parts already queued finish or fail on their own; the file is not complete
@@ -137,8 +145,8 @@ def run_parts(pool: Pool, parts: list[tuple[Any, ...]], part_fn: Callable[..., A
             yield
 
     def abandon() -> None:
-        if queued[0] < len(parts):  # with every part queued the file still completes on its own
-            fail(Cancelled())
+        if queued[0] < len(parts) or not parts:  # with every part queued the file still completes on its own
+            fail(Cancelled())  # (a no-op for a file already finished)
 
     return FileJob(done, steps(), abandon)
 

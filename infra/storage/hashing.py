@@ -120,15 +120,22 @@ class WrittenHasher:
 
     def written(self, offset: int, data: memoryview) -> None:
         """Record that `data` was written at `offset`; hash forward if nobody else is."""
+        self._advance(offset, len(data), data)
+
+    def kept(self, offset: int, length: int) -> None:
+        """Record bytes already in the file from an earlier run (a resumed pull); hashed back from the file."""
+        self._advance(offset, length, None)
+
+    def _advance(self, offset: int, length: int, data: memoryview | None) -> None:
         with self._cond:
-            self._written[offset] = len(data)
+            self._written[offset] = length
             if self._busy:
                 return
             self._busy = True
         try:
             while (part := self._next()) is not None:
                 start, length = part
-                if start == offset:
+                if start == offset and data is not None:
                     self._h.update(data)  # this thread's own bytes, still in its buffer
                 else:
                     self._hash_back(start, length)

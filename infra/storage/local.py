@@ -17,7 +17,8 @@ from infra.storage.manifest import MANIFEST_NAME, FileEntry
 # Files that make a folder a model (Hugging Face snapshot layout): at least one of these.
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".engine", ".plan", ".npz", ".msgpack", ".h5")
 SKIP_PARTS = {".git", ".cache", ".huggingface"}
-PARTIAL_SUFFIX = ".inferry-part"
+PARTIAL_SUFFIX = ".inferry-part"  # a file being pulled
+PARTS_SUFFIX = ".inferry-parts"  # beside it: which of its parts are written (download.PartLog)
 
 
 def cache_dir() -> Path:
@@ -33,7 +34,8 @@ def list_files(root: Path) -> list[tuple[str, os.stat_result]]:
     found = []
     for path in root.rglob("*"):
         rel = path.relative_to(root)
-        if SKIP_PARTS & set(rel.parts) or path.name == MANIFEST_NAME or path.name.endswith(PARTIAL_SUFFIX):
+        if (SKIP_PARTS & set(rel.parts) or path.name == MANIFEST_NAME
+                or path.name.endswith((PARTIAL_SUFFIX, PARTS_SUFFIX))):
             continue
         if path.is_symlink() and not path.exists():  # a Hugging Face snapshot links to blobs: one is missing
             raise StorageError(f"{rel.as_posix()} is a broken link (an unfinished download?)",

@@ -8,11 +8,11 @@ from typing import TextIO
 
 
 class Meter:
-    """Counts bytes from many threads; call it with each chunk's size."""
+    """Counts bytes from many threads; call it with each chunk's size (`kept` for bytes a resumed run reuses)."""
 
     def __init__(self, label: str, total: int, show: bool | None = None, stream: TextIO | None = None,
                  every_s: float = 5.0):
-        self.label, self.total, self.done = label, total, 0
+        self.label, self.total, self.done, self.resumed = label, total, 0, 0
         self.stream = stream or sys.stderr
         self.show = True if show is None else show  # None: a bar on a terminal, log lines otherwise
         self._lock = threading.Lock()
@@ -44,12 +44,21 @@ class Meter:
         elif due:
             self._line()
 
+    def kept(self, n: int) -> None:
+        """Bytes already at the destination from an interrupted run: they advance the bar, not the bytes moved."""
+        with self._lock:
+            self.resumed += n
+        if self._bar is not None:
+            self._bar.update(self._task, advance=n)
+
     def _line(self) -> None:
         secs = max(time.monotonic() - self._start, 1e-9)
         rate = self.done / secs
-        pct = 100.0 * self.done / self.total if self.total else 100.0
-        eta = (self.total - self.done) / rate if rate else 0.0
-        print(f"{self.label}: {self.done / 1e6:,.1f}/{self.total / 1e6:,.1f} MB ({pct:.0f}%) "
+        there = self.done + self.resumed
+        pct = 100.0 * there / self.total if self.total else 100.0
+        eta = (self.total - there) / rate if rate else 0.0
+        kept = f", {self.resumed / 1e6:,.1f} MB of it resumed" if self.resumed else ""
+        print(f"{self.label}: {there / 1e6:,.1f}/{self.total / 1e6:,.1f} MB ({pct:.0f}%{kept}) "
               f"{rate / 1e6:,.1f} MB/s eta {eta:,.0f}s", file=self.stream, flush=True)
 
     def close(self) -> None:

@@ -1,14 +1,19 @@
-"""What a store holds under a model prefix: listed sizes, the manifest, per-object sha256 metadata."""
+"""What a store holds under a model prefix: listed sizes, the manifest, per-object sha256 metadata, single files."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from infra.errors import StorageError
 from infra.storage.journal import Journal
 from infra.storage.manifest import MANIFEST_NAME, FileEntry, Manifest, manifest_key, model_key
-from infra.storage.settings import s3_errors
+from infra.storage.settings import StoreSettings, s3_errors
 from infra.storage.transfer import SHA_META, Store
+
+if TYPE_CHECKING:
+    from infra.stackfile import Stack
 
 
 @dataclass(frozen=True)
@@ -93,3 +98,33 @@ def drop_manifest(store: Store, prefix: str) -> None:
     key = manifest_key(prefix)
     with s3_errors(store.settings, key, "delete manifest"):
         store.s3.delete_object(Bucket=store.settings.bucket, Key=key)
+
+
+def model_reader(store: Store, prefix: str) -> Callable[[str], bytes | None]:
+    """A reader of single files of a model folder (config.json for sizing): None when absent, store errors mapped.
+
+    Mapped like every weights command (s3_errors): a store that echoes the request in its error
+    text must not put the access key id or the signature on the terminal.
+    """
+    def read(name: str) -> bytes | None:
+        key = model_key(prefix, name)
+        try:
+            with s3_errors(store.settings, key, "read"):
+                try:
+                    return store.s3.get_object(Bucket=store.settings.bucket, Key=key)["Body"].read()
+                except store.s3.exceptions.NoSuchKey:
+                    return None
+        except StorageError as e:
+            raise StorageError(f"could not read {name} of the model: {e.message.removeprefix('cannot read: ')}",
+                               f"{e.fix}, or plan without --from-store", where=e.where) from None
+
+    return read
+
+
+def stack_reader(stack: Stack) -> Callable[[str], bytes | None] | None:
+    """`inferry plan --from-store`'s reader of the stack's model folder; None when the weights are not in a store."""
+    m = stack.deployment.model
+    if m.weights_bucket is None:
+        return None
+    settings = StoreSettings.from_stack(stack).with_bucket(m.weights_bucket)
+    return model_reader(Store.of(settings), m.weights_prefix or "")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -119,6 +120,10 @@ def _unsigned_payload(request, **_: object) -> None:
 
 
 _AUTH = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "InvalidToken", "403"}
+# What a store's error text may echo of the request: SigV4 fields, the Authorization scheme, and
+# hex runs (signatures, payload hashes). Removed before any of its text reaches a message.
+_ECHOED = re.compile(r"(?i)(credential|signature|signedheaders|x-amz-security-token|authorization)"
+                     r"\s*[=:]\s*[^\s,&<\"']*|aws4-hmac-sha256|\b[0-9a-f]{32,}\b")
 
 
 @contextlib.contextmanager
@@ -136,7 +141,17 @@ def s3_errors(settings: StoreSettings, key: str = "", action: str = "access") ->
         raise StorageError(f"cannot {action}: endpoint {settings.endpoint} is not reachable",
                            "check storage.endpoint and that the store is up", where=where) from None
     except BotoCoreError as e:
-        raise StorageError(f"cannot {action}: {e}", "check storage.endpoint and the network", where=where) from None
+        raise StorageError(f"cannot {action}: {scrub(str(e), settings)}", "check storage.endpoint and the network",
+                           where=where) from None
+
+
+def scrub(text: str, s: StoreSettings, limit: int = 300) -> str:
+    """A store's error text without the keys or anything of the signed request it may echo, cut to `limit`."""
+    for secret in (s.secret_key, s.access_key):
+        if secret:
+            text = text.replace(secret, "[redacted]")
+    text = _ECHOED.sub("[redacted]", text)
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _client_error(code: str, text: str, s: StoreSettings, where: str, action: str) -> StorageError:
@@ -147,8 +162,9 @@ def _client_error(code: str, text: str, s: StoreSettings, where: str, action: st
         return StorageError(f"bucket {s.bucket} does not exist at {s.endpoint}",
                             "create it (inferry up creates the WeightStore bucket) or fix storage.bucket", where=where)
     if code == "InvalidBucketName":
-        return StorageError(f"the endpoint rejects bucket name {s.bucket!r}: {text.split(': ', 1)[-1]}",
+        return StorageError(f"the endpoint rejects bucket name {s.bucket!r}: {scrub(text.split(': ', 1)[-1], s)}",
                             "use 3-63 lowercase letters, digits and hyphens", where=where)
     if code in ("NoSuchKey", "404"):
         return StorageError(f"cannot {action}: object not found", "push the model first", where=where)
-    return StorageError(f"cannot {action}: {text}", "check the store's logs and storage settings", where=where)
+    return StorageError(f"cannot {action}: {scrub(text, s)}", "check the store's logs and storage settings",
+                        where=where)

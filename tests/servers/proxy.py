@@ -1,0 +1,134 @@
+"""A TCP proxy in front of a test server: counts the bytes each way and can cut everything at a byte count.
+
+Tests use it to see what really crossed the wire, independently of inferry's own counters, and to
+stop a transfer at an exact point (then, typically, SIGKILL the client).
+"""
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable
+from urllib.parse import urlparse
+
+
+class CountingProxy:
+    """Forwards 127.0.0.1:PORT to the target; `up` counts client->server bytes, `down` server->client."""
+
+    def __init__(self, target_url: str):
+        u = urlparse(target_url)
+        self.target = (u.hostname, u.port)
+        self.up = self.down = 0
+        self._limits: dict[str, int | None] = {"up": None, "down": None}
+        self._then: Callable[[], None] | None = None
+        self.tripped = threading.Event()
+        self._lock = threading.Lock()
+        self._socks: set[socket.socket] = set()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._closed = False
+
+    @property
+    def endpoint(self) -> str:
+        """The URL clients use instead of the target's."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> CountingProxy:
+        """Accept connections on a background thread."""
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def reset(self) -> None:
+        """Zero the counters and lift a trip (new connections are forwarded again)."""
+        with self._lock:
+            self.up = self.down = 0
+            self._limits = {"up": None, "down": None}
+            self._then = None
+            self.tripped.clear()
+
+    def cut_after(self, up: int | None = None, down: int | None = None, then: Callable[[], None] | None = None) -> None:
+        """Once `up` (or `down`) bytes have passed, forward nothing more, call `then` and drop every connection."""
+        with self._lock:
+            self._limits = {"up": up, "down": down}
+            self._then = then
+
+    def close(self) -> None:
+        """Stop accepting and drop every connection."""
+        self._closed = True
+        self._listener.close()
+        self._drop_all()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            if self.tripped.is_set():
+                client.close()
+                continue
+            try:
+                server = socket.create_connection(self.target)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._socks |= {client, server}
+            threading.Thread(target=self._pump, args=(client, server, "up"), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, "down"), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, way: str) -> None:
+        try:
+            while data := src.recv(1 << 16):
+                data, trip = self._admit(way, data)
+                if data:
+                    dst.sendall(data)
+                if trip:
+                    self._trip()
+                    return
+        except OSError:
+            pass
+        finally:
+            with self._lock:
+                self._socks -= {src, dst}
+            for s in (src, dst):
+                _close(s)
+
+    def _admit(self, way: str, data: bytes) -> tuple[bytes, bool]:
+        """The part of `data` allowed through (and counted), and whether the limit was reached."""
+        with self._lock:
+            if self.tripped.is_set():
+                return b"", False
+            limit, count = self._limits[way], getattr(self, way)
+            if limit is not None and count + len(data) >= limit:
+                data = data[: max(0, limit - count)]
+                self.tripped.set()
+                setattr(self, way, count + len(data))
+                return data, True
+            setattr(self, way, count + len(data))
+            return data, False
+
+    def _trip(self) -> None:
+        then = self._then
+        if then is not None:
+            then()
+        self._drop_all()
+
+    def _drop_all(self) -> None:
+        with self._lock:
+            socks, self._socks = self._socks, set()
+        for s in socks:
+            _close(s)
+
+    def __enter__(self) -> CountingProxy:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _close(s: socket.socket) -> None:
+    try:
+        s.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    s.close()
