@@ -7,7 +7,7 @@ from typing import Annotated, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from infra.config_engines import EngineConfig, TrtllmEngine, VllmEngine
-from infra.config_targets import KubernetesTarget, SecretRef, SshHost, SshTarget, TargetConfig
+from infra.config_targets import INT32_MAX, STRICT, KubernetesTarget, SecretRef, SshHost, SshTarget, TargetConfig
 
 __all__ = [
     "Deployment", "ModelConfig", "Architecture", "StorageConfig", "ProviderConfig",
@@ -22,27 +22,27 @@ BUCKET_NAME = r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$"
 
 
 class Strict(BaseModel):
-    """Base for every section: unknown keys are errors, values are not coerced silently."""
+    """Base for every section: unknown keys are errors, values are never coerced ("8000" is not a port)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(**STRICT, populate_by_name=True)
 
 
 class Architecture(Strict):
     """A model's shape, for sizing when neither config.json nor the catalog knows it."""
 
-    num_layers: int = Field(gt=0)
-    num_attention_heads: int = Field(gt=0)
-    num_kv_heads: int = Field(gt=0)
-    head_dim: int = Field(gt=0)
-    hidden_size: int = Field(gt=0)
-    vocab_size: int = Field(gt=0)
-    max_context: int = Field(gt=0)
-    num_params: float = Field(gt=0, description="total parameters, e.g. 8.03e9")
-    intermediate_size: int | None = Field(default=None, gt=0)
-    num_experts: int | None = Field(default=None, gt=0)
-    num_experts_per_token: int | None = Field(default=None, gt=0)
-    kv_lora_rank: int | None = Field(default=None, gt=0, description="MLA latent rank")
-    qk_rope_head_dim: int | None = Field(default=None, gt=0, description="MLA rope dim")
+    num_layers: int = Field(gt=0, le=INT32_MAX)
+    num_attention_heads: int = Field(gt=0, le=INT32_MAX)
+    num_kv_heads: int = Field(gt=0, le=INT32_MAX)
+    head_dim: int = Field(gt=0, le=INT32_MAX)
+    hidden_size: int = Field(gt=0, le=INT32_MAX)
+    vocab_size: int = Field(gt=0, le=INT32_MAX)
+    max_context: int = Field(gt=0, le=INT32_MAX)
+    num_params: float = Field(gt=0, le=1e15, description="total parameters, e.g. 8.03e9")
+    intermediate_size: int | None = Field(default=None, gt=0, le=INT32_MAX)
+    num_experts: int | None = Field(default=None, gt=0, le=INT32_MAX)
+    num_experts_per_token: int | None = Field(default=None, gt=0, le=INT32_MAX)
+    kv_lora_rank: int | None = Field(default=None, gt=0, le=INT32_MAX, description="MLA latent rank")
+    qk_rope_head_dim: int | None = Field(default=None, gt=0, le=INT32_MAX, description="MLA rope dim")
 
 
 class ModelConfig(Strict):
@@ -64,8 +64,12 @@ class ModelConfig(Strict):
             bucket, _, prefix = v[5:].partition("/")
             if not re.match(BUCKET_NAME, bucket) or not prefix.strip("/"):
                 raise ValueError("expected s3://BUCKET/PREFIX with a valid bucket name and a prefix")
+            if len(prefix.encode()) > 900:  # S3 keys are at most 1024 bytes: leave room for the file names
+                raise ValueError("the prefix is longer than 900 bytes")
             return v.rstrip("/")
         if v.startswith("/"):
+            if len(v.encode()) > 4000 or any(len(part.encode()) > 255 for part in v.split("/")):
+                raise ValueError("longer than a path can be (4000 bytes, 255 per folder name)")
             return v
         raise ValueError("expected s3://BUCKET/PREFIX or an absolute path such as /models/llama")
 
@@ -123,9 +127,10 @@ class ProviderConfig(Strict):
     region: str = Field(min_length=1)
     gpu: str = Field(min_length=1, description="catalog GPU key, e.g. H100-80GB")
     gpu_count: int = Field(default=1, ge=1, le=64, description="GPUs per host or replica")
-    price_per_gpu_hour: float = Field(ge=0)
-    egress_per_gb: float = Field(default=0.0, ge=0)
-    tokens_per_second: float | None = Field(default=None, gt=0, description="output tokens/s per replica, if known")
+    price_per_gpu_hour: float = Field(ge=0, le=1e6)
+    egress_per_gb: float = Field(default=0.0, ge=0, le=1e6)
+    tokens_per_second: float | None = Field(default=None, gt=0, le=1e9,
+                                            description="output tokens/s per replica, if known")
 
 
 class ServingConfig(Strict):

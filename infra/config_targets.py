@@ -12,10 +12,18 @@ LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
 QUANTITY = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$"  # resource.Quantity, without exponents
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 CONFIG_KEY = r"^[A-Za-z][A-Za-z0-9_.\-]*$"
+# Counts and sizes past a C int are typos, and engines parse them as C ints (or overflow turning them to float).
+INT32_MAX = 2**31 - 1
+# Every section: unknown keys are errors and values are never converted (strict): "8000" is not a port,
+# 1 and "off" are not booleans, 2.0 is not a count. NaN and infinities are refused. A stack file read by
+# Pulumi (JSON from pulumi.Config) and by the CLI (YAML 1.2) reaches these models with the same types.
+STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """Base for target sections: unknown keys are errors, values are not coerced (see STRICT)."""
+
+    model_config = STRICT
 
 
 class SecretRef(_Strict):
@@ -74,7 +82,7 @@ class SshTarget(_Strict):
     service_dir: str = Field(default="/etc/inferry", pattern=r"^/[^$:'\"\\\x00-\x1f\x7f]*$",
                              description="absolute path without $ : quotes backslashes or control characters")
     max_parallel: int = Field(default=8, ge=1, le=256)
-    health_timeout_s: int = Field(default=900, ge=5)
+    health_timeout_s: int = Field(default=900, ge=5, le=INT32_MAX)
     rollout: Literal["rolling", "parallel"] = Field(
         default="rolling", description="rolling: one replica's engine is changed at a time, each healthy before the "
         "next, and a failure stops the rollout with the others untouched; parallel: all at once (a faster first "
@@ -105,15 +113,17 @@ class Autoscaling(_Strict):
     """Scale replicas on the engine's request queue."""
 
     engine: Literal["keda", "hpa"] = "keda"
-    min_replicas: int = Field(default=1, ge=0)
-    max_replicas: int = Field(default=4, ge=1)
-    queue_target: int = Field(default=5, ge=1, description="waiting requests per replica before scaling out")
+    min_replicas: int = Field(default=1, ge=0, le=1000)
+    max_replicas: int = Field(default=4, ge=1, le=1000)
+    queue_target: int = Field(default=5, ge=1, le=INT32_MAX,
+                              description="waiting requests per replica before scaling out")
     prometheus_url: str = Field(default="http://prometheus-operated.monitoring.svc:9090", pattern=r"^https?://\S+$")
     scale_to_zero: bool = False
     metric: str | None = Field(default=None, pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$",
                                description="per-pod queue gauge; default vllm:num_requests_waiting for vLLM")
     cooldown_s: int = Field(default=300, ge=0, le=86400, description="seconds of low load before scaling in")
-    concurrency_target: int = Field(default=64, ge=1, description="scale_to_zero: in-flight requests per replica")
+    concurrency_target: int = Field(default=64, ge=1, le=INT32_MAX,
+                                    description="scale_to_zero: in-flight requests per replica")
     interceptor_host: str = Field(default="keda-add-ons-http-interceptor-proxy.keda.svc.cluster.local",
                                   pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
                                   description="scale_to_zero: the KEDA HTTP add-on interceptor Service")
@@ -153,9 +163,9 @@ class KubernetesTarget(_Strict):
     tolerations: list[Toleration] = Field(default_factory=list)
     autoscaling: Autoscaling | None = None
     ingress: Ingress | None = None
-    pdb_min_available: int | None = Field(default=None, ge=0)
+    pdb_min_available: int | None = Field(default=None, ge=0, le=1000)
     service_monitor: bool = False
-    startup_timeout_s: int = Field(default=1800, ge=60)
+    startup_timeout_s: int = Field(default=1800, ge=60, le=INT32_MAX)
     labels: dict[str, str] = Field(default_factory=dict)
     cpu: str = Field(default="8", description="CPU request per replica (a Kubernetes quantity)")
     memory: str = Field(default="64Gi", description="memory request and limit per replica (a quantity)")

@@ -1,7 +1,10 @@
 """Turn pydantic validation errors into one readable Problem per field, with did-you-mean."""
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import re
+import reprlib
 import types
 import typing
 from typing import Any
@@ -14,6 +17,55 @@ from infra.errors import Problem
 SECRET_FIELDS = {"private_key", "api_key", "access_key_id", "secret_access_key", "hf_token"}
 # Discriminated unions put the tag in the error location; users never write it.
 UNION_TAGS = {"engine": {"vllm", "tensorrt-llm"}, "target": {"ssh", "kubernetes"}}
+# A key shown as written when it is this plain; anything else (empty, spaces, control characters) is quoted.
+PLAIN_KEY = re.compile(r"^[A-Za-z0-9_.:/\-]{1,40}$")
+# At most this many problems are listed: the first ones say what is wrong; thousands say nothing more.
+MAX_PROBLEMS = 50
+# A quoted string that holds a number: the hint says to drop the quotes.
+NUMBER = re.compile(r"^[-+]?[0-9][0-9_]*(\.[0-9_]*)?([eE][-+]?[0-9]+)?$")
+# What strict (never coerced) types expect, in the user's words.
+EXPECTED = {"int_type": "a whole number", "float_type": "a number", "bool_type": "true or false",
+            "string_type": "a string", "list_type": "a list", "dict_type": "a mapping",
+            "model_type": "a mapping", "model_attributes_type": "a mapping"}
+
+
+class _Bounded(reprlib.Repr):
+    """reprlib with a size cap on integers too: repr() of a 5000-digit int raises, a 400-digit one is noise."""
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() <= 128:
+            return repr(x)
+        digits = int(x.bit_length() * 0.30103)  # log10(2): the count is this or one more
+        return f"<an integer of {digits + (abs(x) >= 10**digits)} digits>"
+
+
+_BOUNDED = _Bounded()
+_BOUNDED.maxlevel, _BOUNDED.maxstring, _BOUNDED.maxother = 2, 40, 40
+_BOUNDED.maxlist = _BOUNDED.maxdict = _BOUNDED.maxset = _BOUNDED.maxtuple = 4
+
+
+def short(value: Any) -> str:
+    """A repr of at most about 60 characters, in time bounded whatever the value (alias bombs included)."""
+    text = _BOUNDED.repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def key_text(key: Any) -> str:
+    """A mapping key as a path part: plain keys as written, others quoted and shortened."""
+    return key if isinstance(key, str) and PLAIN_KEY.match(key) else short(key)
+
+
+def did_you_mean(word: Any, options: Any) -> str | None:
+    """'did you mean X?' for the closest of options, if any is close."""
+    match = difflib.get_close_matches(str(word)[:100], sorted(options), n=1, cutoff=0.6)
+    return f"did you mean '{match[0]}'?" if match else None
+
+
+def bounded(p: Problem) -> Problem:
+    """The problem with its found value cut to a short length (checks may put a whole user value there)."""
+    if p.found is None or len(p.found) <= 80:
+        return p
+    return dataclasses.replace(p, found=p.found[:77] + "...")
 
 
 def _unwrap(tp: Any, part: str | int) -> Any:
@@ -65,17 +117,14 @@ def display_path(loc: tuple, prefix: str = "") -> str:
     for i, part in enumerate(loc):
         if i == 1 and parts and part in UNION_TAGS.get(parts[0], ()):
             continue
-        if isinstance(part, int):
-            parts[-1] = f"{parts[-1]}[{part}]" if parts else f"[{part}]"
-        elif part and not str(part).startswith("function-"):
-            parts.append(str(part))
+        if isinstance(part, int) and parts:
+            parts[-1] = f"{parts[-1]}[{part}]"
+        elif part == "[key]" or (isinstance(part, str) and part.startswith("function-")):
+            continue  # pydantic's own markers, not something the user wrote
+        else:
+            parts.append(key_text(part))
     path = ".".join(parts)
     return f"{prefix}.{path}" if prefix and path else (prefix or path)
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _is_secret(loc: tuple) -> bool:
@@ -87,28 +136,54 @@ def problem_from_error(root: type[BaseModel], err: dict, prefix: str = "") -> Pr
     loc, kind = tuple(err["loc"]), err["type"]
     path = display_path(loc, prefix)
     secret = _is_secret(loc)
-    found = None if secret else _short(err.get("input"))
+    found = None if secret else short(err.get("input"))
+    if kind == "invalid_key" or loc[-1:] == ("[key]",):
+        # The key itself is wrong (1: x): name it as a key, not as a list index.
+        key = err.get("input")  # the key itself (its place in loc may hold True as 1)
+        parent = display_path(loc[:-1] if kind == "invalid_key" else loc[:-2], prefix)
+        return Problem(f"{parent}.{key_text(key)}" if parent else key_text(key), "keys must be strings", found,
+                       hint="quote the key or remove it")
     if kind == "missing":
         return Problem(path, "required field is missing", hint="add it")
     if kind == "extra_forbidden":
         parent = model_at(root, loc)
         names = list(parent.model_fields) if parent else []
-        guess = difflib.get_close_matches(str(loc[-1]), names, n=1, cutoff=0.6)
-        hint = f"did you mean '{guess[0]}'?" if guess else (f"expected one of: {', '.join(names)}" if names else None)
+        hint = did_you_mean(loc[-1], names) or (f"expected one of: {', '.join(names)}" if names else None)
+        if loc[-1] == "":
+            return Problem(path, "empty key name", hint=hint)
         return Problem(path, "unknown key", hint=hint)
     if secret and kind in ("model_type", "model_attributes_type", "dict_type"):
         return Problem(path, "secret written in plain text; expected {config: KEY} or {env: VAR}",
                        hint="run `pulumi config set --secret KEY` (or export a variable) and reference it here")
     if kind == "union_tag_invalid":
         expected = err.get("ctx", {}).get("expected_tags", "")
+        given = err.get("input")
         return Problem(path + ".kind" if not path.endswith("kind") else path,
-                       f"unknown kind; expected one of {expected}", found)
+                       f"unknown kind; expected one of {expected}",
+                       short(given["kind"]) if isinstance(given, dict) and "kind" in given else found)
     if kind == "union_tag_not_found":
         return Problem(path + ".kind", "required field is missing", hint="add kind")
     if kind == "string_pattern_mismatch":
         return _pattern_problem(root, loc, path, err, found)
+    if kind in EXPECTED:
+        return Problem(path, f"expected {EXPECTED[kind]}", found, hint=_unquote_hint(kind, err.get("input")))
     message = err["msg"].removeprefix("Value error, ")
     return Problem(path, message, found)
+
+
+def _unquote_hint(kind: str, value: Any) -> str | None:
+    """How to write a value of the expected type, for the usual mistakes: values are never converted."""
+    if kind == "bool_type":
+        return "write true or false, unquoted (yes, no, on, off, 1 and 0 are not booleans here)"
+    if kind in ("int_type", "float_type") and isinstance(value, str) and NUMBER.match(value.strip()):
+        return f"write {value.strip()} without quotes"
+    if kind == "int_type" and isinstance(value, float):
+        return "write a whole number, without a decimal point"
+    if kind == "string_type" and value is None:
+        return "give it a value (nothing after the colon means null)"
+    if kind == "string_type" and isinstance(value, (bool, int, float)):
+        return "quote it: a number or true/false is not a string here"
+    return None
 
 
 def _pattern_problem(root: type[BaseModel], loc: tuple, path: str, err: dict, found: str | None) -> Problem:
@@ -120,5 +195,10 @@ def _pattern_problem(root: type[BaseModel], loc: tuple, path: str, err: dict, fo
 
 
 def problems_from_validation(root: type[BaseModel], exc: ValidationError, prefix: str = "") -> list[Problem]:
-    """Every error of a ValidationError, as Problems, in document order."""
-    return [problem_from_error(root, e, prefix) for e in exc.errors(include_url=False)]
+    """The errors of a ValidationError as Problems, in document order; at most MAX_PROBLEMS of them."""
+    errors = exc.errors(include_url=False)
+    problems = [problem_from_error(root, e, prefix) for e in errors[:MAX_PROBLEMS]]
+    if len(errors) > MAX_PROBLEMS:
+        problems.append(Problem(prefix, f"{len(errors) - MAX_PROBLEMS} more problems not listed",
+                                hint="fix the ones above and validate again"))
+    return problems

@@ -5,6 +5,7 @@ from collections.abc import Callable
 
 from infra.config import Deployment
 from infra.errors import Problem
+from infra.problems import bounded
 
 # Each check returns findings (errors and warnings); engines, sizing and targets add theirs here.
 Check = Callable[[Deployment], list[Problem]]
@@ -23,5 +24,6 @@ def _checks() -> list[Check]:
 
 
 def findings(d: Deployment) -> list[Problem]:
-    """All findings for a schema-valid deployment."""
-    return [p for check in _checks() for p in check(d)]
+    """All findings for a schema-valid deployment, each found value cut short (checks may quote a whole
+    user value there)."""
+    return [bounded(p) for check in _checks() for p in check(d)]

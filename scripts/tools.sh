@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Build (or find) the external programs the suite drives: the Pulumi CLI and its Python plugins, Docker Compose v2.
+# Build (or find) the external programs the suite drives, from Go modules: the Pulumi CLI and its Python plugins,
+# Docker Compose v2, and for Kubernetes a control plane (kube-apiserver, controller-manager, scheduler, kubectl,
+# etcd, kwok) and the Pulumi Kubernetes provider. Usage: scripts/tools.sh [all|pulumi|compose|cluster].
 # Idempotent and cached under $INFERRY_TOOLS (default ~/.cache/inferry/tools); prints the folder to put on
 # PATH as its last line. A `pulumi` already on PATH (the official install) wins over a build.
 set -euo pipefail
@@ -8,34 +10,48 @@ TOOLS="${INFERRY_TOOLS:-$HOME/.cache/inferry/tools}"
 BIN="$TOOLS/bin"
 PULUMI_VERSION="${INFERRY_PULUMI_VERSION:-v3.274.1}"
 COMPOSE_VERSION="${INFERRY_COMPOSE_VERSION:-v2.40.3}"
+KUBE_VERSION="${INFERRY_KUBE_VERSION:-v1.36.3}"
+ETCD_VERSION="${INFERRY_ETCD_VERSION:-v3.6.16}"
+KWOK_VERSION="${INFERRY_KWOK_VERSION:-v0.8.0}"
+# pulumi-kubernetes' provider module has no tags: the proxy serves the pseudo-version of v4.25.0's commit
+# (2026-01-15; v4.25.0 was released 2026-01-16). The test tier pins the PyPI SDK to 4.25.0 to match.
+K8S_PROVIDER_MODULE="github.com/pulumi/pulumi-kubernetes/provider/v4"
+K8S_PROVIDER_PSEUDO="${INFERRY_K8S_PROVIDER_PSEUDO:-v4.0.0-20260115033456-f47bc2d6f199}"
+K8S_PROVIDER_VERSION="${INFERRY_K8S_PROVIDER_VERSION:-4.25.0}"
 mkdir -p "$BIN" "$TOOLS/src"
 export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:--buildvcs=false}" GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 
 say() { echo "tools: $*" >&2; }
 
-# A Go program built as a dependency of a throwaway wrapper module: the dependency's own `replace`
-# directives (pulumi's pkg/go.mod has them) are ignored there, where `go install mod@v` refuses them.
-go_build() {  # NAME PACKAGE@VERSION LDFLAGS [TAGS]
-  local name=$1 modver=$2 ldflags=$3 tags=${4:-} dir="$TOOLS/src/$1-${2##*@}"
-  local stamp="$dir/.built"
-  if [ -x "$BIN/$name" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$modver" ]; then
-    return 0
-  fi
-  command -v go >/dev/null || { say "building $name needs Go (https://go.dev/dl) or $name on PATH"; exit 1; }
-  say "building $name from $modver (cold: minutes; cached afterwards)"
+# Run a build step (a shell function) in wrapper folder DIR unless DIR/.built holds KEY; its output goes to
+# DIR/build.log, shown (tail) only when it fails. Builds live in throwaway wrapper modules: a dependency's
+# own `replace` directives (pulumi's pkg/go.mod, k8s.io/kubernetes's) are ignored there, where
+# `go install mod@v` refuses them.
+cached() {  # DIR KEY LABEL STEP
+  local dir=$1 key=$2 label=$3 step=$4
+  if [ -f "$dir/.built" ] && [ "$(cat "$dir/.built")" = "$key" ]; then return 0; fi
+  command -v go >/dev/null || { say "building $label needs Go (https://go.dev/dl)"; exit 1; }
+  say "building $label (cold: minutes; cached afterwards)"
   mkdir -p "$dir"
-  if ! (
-    cd "$dir"
-    [ -f go.mod ] || go mod init "inferry.tools/$name"
-    go get "$modver"
-    go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" -o "$BIN/$name.tmp" "${modver%@*}"
-  ) >"$dir/build.log" 2>&1; then
+  if ! (cd "$dir" && "$step") >"$dir/build.log" 2>&1; then
     tail -n 30 "$dir/build.log" >&2
-    say "building $name failed (full log: $dir/build.log)"
+    say "building $label failed (full log: $dir/build.log)"
     exit 1
   fi
-  mv "$BIN/$name.tmp" "$BIN/$name"
-  echo "$modver" >"$stamp"
+  echo "$key" >"$dir/.built"
+}
+
+# One binary: NAME from PACKAGE@VERSION with LDFLAGS and TAGS.
+go_build() {  # NAME PACKAGE@VERSION LDFLAGS [TAGS]
+  _name=$1 _modver=$2 _ldflags=$3 _tags=${4:-}
+  [ -x "$BIN/$1" ] || rm -f "$TOOLS/src/$1-${2##*@}/.built"
+  cached "$TOOLS/src/$1-${2##*@}" "$2" "$1 from $2" _one_binary
+}
+_one_binary() {
+  [ -f go.mod ] || go mod init "inferry.tools/$_name"
+  go get "$_modver"
+  go build -trimpath -tags "$_tags" -ldflags "-s -w $_ldflags" -o "$BIN/$_name.tmp" "${_modver%@*}"
+  mv "$BIN/$_name.tmp" "$BIN/$_name"
 }
 
 pulumi_tools() {
@@ -64,7 +80,63 @@ compose_tool() {
     "-X github.com/docker/compose/v2/internal.Version=$COMPOSE_VERSION"
 }
 
-pulumi_tools
-compose_tool
+# Kubernetes' control plane and kubectl. k8s.io/kubernetes's go.mod points its staging modules (k8s.io/api,
+# client-go, ...) at ./staging: the wrapper replaces each with the published v0.<minor>.<patch> of the same
+# release, listed from that go.mod, and sets the version the binaries report.
+KUBE_BINS="kube-apiserver kube-controller-manager kube-scheduler kubectl"
+_kubernetes() {
+  local minor=${KUBE_VERSION#v1.} b gomod m ver
+  minor=${minor%%.*}
+  for m in component-base/version client-go/pkg/version; do
+    ver="${ver:-} -X k8s.io/$m.gitVersion=$KUBE_VERSION -X k8s.io/$m.gitMajor=1 -X k8s.io/$m.gitMinor=$minor"
+  done
+  [ -f go.mod ] || go mod init inferry.tools/kubernetes
+  gomod=$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  for m in $(awk '/=> \.\/staging\//{print $1}' "$gomod"); do
+    go mod edit -replace "$m=$m@v0.${KUBE_VERSION#v1.}"
+  done
+  for b in $KUBE_BINS; do go get "k8s.io/kubernetes/cmd/$b@$KUBE_VERSION"; done
+  for b in $KUBE_BINS; do
+    go build -trimpath -ldflags "-s -w $ver" -o "$BIN/$b.tmp" "k8s.io/kubernetes/cmd/$b"
+    mv "$BIN/$b.tmp" "$BIN/$b"
+  done
+}
+
+# The Pulumi Kubernetes provider plugin. Its main package embeds schema-embed.json and
+# terraform-mapping-embed.json, which upstream generates (go generate) and does not publish: the wrapper takes
+# the main package's files from the module, runs their generate.go with the version, and builds that.
+_k8s_provider() {
+  local src pkg
+  mkdir -p cmd
+  [ -f go.mod ] || go mod init inferry.tools/pulumi-resource-kubernetes
+  go get "$K8S_PROVIDER_MODULE/cmd/pulumi-resource-kubernetes@$K8S_PROVIDER_PSEUDO"
+  src=$(go list -m -f '{{.Dir}}' "$K8S_PROVIDER_MODULE")/cmd/pulumi-resource-kubernetes
+  for f in main.go generate.go schema.json terraform-mapping.json; do install -m 0644 "$src/$f" cmd/; done
+  pkg=$(go list -m -f '{{.Version}}' github.com/pulumi/pulumi/pkg/v3)  # generate.go's import, same version
+  go get "github.com/pulumi/pulumi/pkg/v3/codegen/schema@$pkg"
+  (cd cmd && VERSION="$K8S_PROVIDER_VERSION" go run generate.go)
+  go build -trimpath -ldflags "-s -w -X $K8S_PROVIDER_MODULE/pkg/version.Version=$K8S_PROVIDER_VERSION" \
+    -o "$BIN/pulumi-resource-kubernetes.tmp" ./cmd
+  mv "$BIN/pulumi-resource-kubernetes.tmp" "$BIN/pulumi-resource-kubernetes"
+}
+
+# etcd (Debian's 3.4 is older than Kubernetes 1.36 supports), kwok/kwokctl (runs the control plane from these
+# binaries, with fake nodes), and the provider.
+cluster_tools() {
+  cached "$TOOLS/src/kubernetes-$KUBE_VERSION" "$KUBE_VERSION" "$KUBE_BINS $KUBE_VERSION" _kubernetes
+  go_build etcd "go.etcd.io/etcd/server/v3@$ETCD_VERSION" "-X go.etcd.io/etcd/api/v3/version.GitSHA=release"
+  go_build kwokctl "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION" "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
+  go_build kwok "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
+  cached "$TOOLS/src/pulumi-resource-kubernetes-$K8S_PROVIDER_VERSION" "$K8S_PROVIDER_PSEUDO" \
+    "pulumi-resource-kubernetes $K8S_PROVIDER_VERSION" _k8s_provider
+}
+
+case "${1:-all}" in
+  all) pulumi_tools; compose_tool ;;
+  pulumi) pulumi_tools ;;
+  compose) compose_tool ;;
+  cluster) cluster_tools ;;
+  *) say "usage: scripts/tools.sh [all|pulumi|compose|cluster]"; exit 2 ;;
+esac
 say "ready: $BIN"
 echo "$BIN"

@@ -38,7 +38,7 @@ def test_bounded_parallelism_and_failures_by_name(monkeypatch, rollout):
 
     monkeypatch.setattr(providers, "ensure_host", host_step)
     monkeypatch.setattr(providers, "presigned", lambda *a, **k: [])
-    monkeypatch.setattr(providers, "ensure_weights", lambda a, k, e: WeightsReport(a.model_dir, "d", 0, 0, 0, 0))
+    monkeypatch.setattr(providers, "ensure_weights", lambda a, k, e, **kw: WeightsReport(a.model_dir, "d", 0, 0, 0, 0))
     monkeypatch.setattr(providers, "ensure_service", lambda a, k, s: ServiceReport(a.endpoint, [], False, 0, 0))
     with pytest.raises(RemoteError) as e:
         ssh_apply.apply(plan_for(d), {"target.private_key": "k", "serving.api_key": "a",

@@ -194,3 +194,110 @@ def test_control_characters_in_weights_path_are_refused(tmp_path):
                              'weights: "/models/llama\\nrm -rf /"'))
     [msg] = problems(path)
     assert msg.startswith("model.weights: must not contain control characters")
+
+
+# Hostile input: each case below was a traceback, a hang or a silent acceptance found by fuzzing.
+
+@pytest.mark.parametrize("value", ["", " null", " ~"])
+def test_null_deployment_names_the_key(cli, tmp_path, value):
+    path = write(tmp_path, f"config:\n  inferry:deployment:{value}\n")
+    assert problems(path) == ["inferry:deployment: expected a mapping of sections (found nothing); put model, engine, "
+                              "target, storage, provider and serving under it (see `inferry init NAME`)"]
+    result = cli("validate", str(path))
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+
+
+def test_huge_integer_is_refused_not_overflowed(cli, tmp_path):
+    path = mutate(tmp_path, ("max_model_len: 32768", "max_model_len: " + "9" * 400))
+    [msg] = problems(path)
+    assert msg.startswith("engine.max_model_len: Input should be less than or equal to 2147483647")
+    assert "(found <an integer of 400 digits>)" in msg
+    huge = mutate(tmp_path, ("max_model_len: 32768", "max_model_len: " + "9" * 5000))
+    assert "cannot read '9999" in problems(huge)[0]  # past Python's int-from-text limit
+    assert cli("validate", str(path)).exit_code == 1
+
+
+def test_duplicate_keys_are_refused_naming_both_lines(tmp_path):
+    twice = "api_key: {config: apiKey}\n      api_key: {config: s3SecretKey}"
+    path = mutate(tmp_path, ("api_key: {config: apiKey}", twice))
+    first = EXAMPLE.read_text().split("\n").index("      api_key: {config: apiKey}") + 1
+    assert problems(path) == [f"line {first + 1}, column 7: duplicate key 'api_key' (first at line {first}); only one "
+                              "of them would be used; keep one and delete the other"]
+    text = EXAMPLE.read_text().replace("  inferry:apiKey:", "  inferry:s3AccessKey: {secure: v1:YWJjZGVmZ2hpamts:"
+                                       "YWJjZGVmZ2hpamtsbW5vcA==}\n  inferry:apiKey:", 1)
+    assert "duplicate key 'inferry:s3AccessKey'" in problems(write(tmp_path, text))[0]
+
+
+@pytest.mark.parametrize("old, new, expected", [
+    ("port: 8000", 'port: "8000"', "serving.port: expected a whole number (found '8000'); write 8000 without quotes"),
+    ("install_docker: true", 'install_docker: "off"', "target.install_docker: expected true or false (found 'off')"),
+    ("install_docker: true", "install_docker: off", "target.install_docker: expected true or false (found 'off')"),
+    ("install_docker: true", "install_docker: yes", "target.install_docker: expected true or false (found 'yes')"),
+    ("install_docker: true", "install_docker: 1", "target.install_docker: expected true or false (found 1)"),
+    ("price_per_gpu_hour: 2.79", 'price_per_gpu_hour: "2.79"', "provider.price_per_gpu_hour: expected a number"),
+    ("gpu_count: 1", "gpu_count: 1.0", "provider.gpu_count: expected a whole number (found 1.0); write a whole"),
+    ("region: es-madrid\n  ", "region: 1e3\n  ", "storage.region: expected a string (found 1000.0)"),
+    ("egress_per_gb: 0.0", "egress_per_gb: .nan", "provider.egress_per_gb: Input should be a finite number"),
+])
+def test_values_are_never_coerced(tmp_path, old, new, expected):
+    [msg] = problems(mutate(tmp_path, (old, new)))
+    assert msg.startswith(expected), msg
+
+
+def test_yaml_1_2_numbers_are_read_as_pulumi_reads_them(tmp_path):
+    arch = ("architecture: {num_layers: 32, num_attention_heads: 32, num_kv_heads: 8, head_dim: 128, "
+            "hidden_size: 4096, vocab_size: 128256, max_context: 131072, num_params: 8.03e9}")
+    path = mutate(tmp_path, ("      weights: s3://", f"      {arch}\n      weights: s3://"))
+    assert load_stack(str(path)).deployment.model.architecture.num_params == 8.03e9
+
+
+@pytest.mark.parametrize("value", ["hunter2", "correct horse battery staple", "v1:abc:def", "AAAA", "12345"])
+def test_secure_value_must_be_ciphertext(tmp_path, value):
+    text = re.sub(r"(inferry:apiKey:\n    secure: )\S+", rf"\g<1>{value}", EXAMPLE.read_text())
+    [msg] = problems(write(tmp_path, text))
+    assert msg.startswith("inferry:apiKey: the secure: value is not Pulumi ciphertext")
+    assert "pulumi config set --secret --stack t inferry:apiKey" in msg and value not in msg
+
+
+def test_ciphertext_forms_pulumi_writes():
+    from base64 import b64encode
+
+    from infra.secrets import is_ciphertext
+
+    passphrase = "v1:YfudJWFFYlxtssW3:he7AjbMY9dHtyEzS86rzs7v/EyiOKOWtsUkQjarNz/HpVmhCG587ZA=="
+    service = b64encode(bytes(range(7, 90))).decode()  # Pulumi Cloud: the service's ciphertext, base64
+    assert is_ciphertext(passphrase, v1_only=True) and is_ciphertext(passphrase, v1_only=False)
+    assert is_ciphertext(service, v1_only=False) and not is_ciphertext(service, v1_only=True)
+    assert not any(is_ciphertext(v, False) for v in ("hunter2", "a sentence here", "v1:a:b", "sk-abc_123-XYZ"))
+
+
+@pytest.mark.parametrize("old, new, expected", [
+    ("    model:\n", "    1: x\n    model:\n", "1: keys must be strings (found 1); quote the key or remove it"),
+    ("    model:\n", "    true: x\n    model:\n", "True: keys must be strings (found True)"),
+    ("    model:\n", "    null: x\n    model:\n", "None: keys must be strings (found None)"),
+    ("    model:\n", "    '': x\n    model:\n", "'': empty key name; expected one of: model, engine, target"),
+    ("      gpu_count: 1\n", "      gpu_count: 1\n      '': 3\n", "provider.'': empty key name; expected one of: name"),
+    ("max_num_seqs: 128", 'max_num_seqs: 128\n      extra_args: ["--speculative-config", "' + "[" * 2000 + '"]',
+     "engine.extra_args: argument 2 ("),
+    ("max_num_seqs: 128", 'max_num_seqs: 128\n      extra_args: ["--max-num-batched-tokens", "' + "9" * 400 + '"]',
+     "engine.extra_args: argument 2 ("),
+    ("weights: s3://inferry-weights/llama-3.1-8b-instruct", "weights: /" + "a/" * 3000, "model.weights: longer than"),
+])
+def test_odd_keys_and_values_the_checks_cannot_parse(tmp_path, old, new, expected):
+    [msg] = problems(mutate(tmp_path, (old, new)))
+    assert msg.startswith(expected), msg
+
+
+@pytest.mark.parametrize("options, expected", [
+    ("{kv_cache_config: 5}", "kv_cache_config must be a mapping"),
+    ("{speculative_config: {decoding_type: [1]}}", "decoding_type must be a string"),
+    ("{kv_cache_config: {1: x}}", "kv_cache_config: key 1 is not a string"),
+])
+def test_trtllm_extra_options_are_checkable(tmp_path, options, expected):
+    engine = f"engine:\n      kind: tensorrt-llm\n      extra_options: {options}\n    target:"
+    text = re.sub(r"engine:\n.*?\n    target:", engine, EXAMPLE.read_text(), count=1, flags=re.S)
+    [msg] = problems(write(tmp_path, text))
+    assert msg.startswith("engine.extra_options:") and expected in msg, msg
+    version = text.replace("kind: tensorrt-llm", "kind: tensorrt-llm\n      version: " + "9" * 5000 + ".1.1")
+    msgs = problems(write(tmp_path, version))
+    assert any(m.startswith("engine.version: expected a TensorRT-LLM release") for m in msgs)
