@@ -27,6 +27,8 @@ def arg_problem(arg: str) -> str | None:
     """Why one extra command-line argument is refused, or None."""
     if len(arg) > MAX_ARG_LEN:
         return f"longer than {MAX_ARG_LEN} characters"
+    if "\x00" in arg:
+        return "holds a NUL character, which no command line can carry (the shell would drop it silently)"
     if re.search(r"\d{%d}" % (MAX_DIGITS + 1), arg):
         return f"holds a number of more than {MAX_DIGITS} digits"
     depth = deepest = 0
@@ -91,7 +93,11 @@ class Speculative(_Strict):
 class EngineBase(_Strict):
     """Options both engines share."""
 
-    image: str | None = Field(default=None, description="container image; default: the pinned release's image")
+    # An image reference has no spaces or control characters (Docker's reference grammar); a line break would
+    # also break the compose file's one-line value.
+    image: str | None = Field(default=None, pattern=r"^[^\s\x00-\x1f\x7f]{1,512}$",
+                              description="a container image reference without spaces or control characters "
+                              "(default: the pinned release's image)")
     max_model_len: int | None = Field(default=None, ge=16, le=INT32_MAX,
                                       description="context length; default: the model's maximum")
     tensor_parallel_size: int = Field(default=1, ge=1, le=64)

@@ -76,7 +76,8 @@ class SshTarget(_Strict):
     trust_on_first_use: bool = False
     runtime: Literal["docker", "process"] = "docker"
     install_docker: bool = False
-    weights_cache: str = Field(default="/var/lib/inferry/weights", pattern=r"^/")
+    weights_cache: str = Field(default="/var/lib/inferry/weights", pattern=r"^/[^$:'\"\\\x00-\x1f\x7f]*$",
+                               description="absolute path without $ : quotes backslashes or control characters")
     # It lands in shell commands (quoted), the compose file (where '$' interpolates and ':' splits a volume)
     # and YAML: refuse what one of them would change.
     service_dir: str = Field(default="/etc/inferry", pattern=r"^/[^$:'\"\\\x00-\x1f\x7f]*$",

@@ -18,7 +18,7 @@ import jinja2
 from infra import quoting
 from infra.config import Deployment, SshTarget
 from infra.engines.spec import MODELS_DIR, ServiceSpec
-from infra.errors import InferryError, SecretError
+from infra.errors import SecretError
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 COMPOSE, ENV, LAUNCHER = "compose.yaml", "inferry.env", "run-engine.sh"
@@ -91,9 +91,7 @@ def ssh_spec(stack_or_deployment: Any, runtime: str | None = None) -> ServiceSpe
 
 
 def _volumes(t: SshTarget, spec: ServiceSpec) -> list[str]:
-    for field, path in (("target.weights_cache", t.weights_cache), ("target.service_dir", t.service_dir)):
-        if ":" in path or "\n" in path:  # compose's short volume syntax splits on ':'
-            raise InferryError(f"{field} {path!r} cannot be mounted by docker compose", "use a path without ':'")
+    # The config refuses ':' in weights_cache and service_dir: compose's short volume syntax splits on it.
     vols = [f"{t.weights_cache}:{MODELS_DIR}:ro"]
     vols += [f"{posixpath.join(t.service_dir, f.name)}:{f.mount_path}:ro" for f in spec.files]
     if spec.build is not None:

@@ -114,11 +114,15 @@ def test_hostile_service_dir_refused_or_kept_in_the_launcher(tmp_path):
     from infra.stackfile import parse_deployment
 
     good = ssh_deployment({"kind": "vllm"}, "docker").model_dump(mode="json", exclude_none=True)
-    for bad in ("$HOME", "it's", 'q"d', "back\\slash", "a:b", "new\nline"):
-        raw = {**good, "target": {**good["target"], "service_dir": str(tmp_path / bad)}}
-        with pytest.raises(ConfigError) as e:  # it would change meaning in compose, YAML or the shell
+    refused = [("target", field, str(tmp_path / bad)) for field in ("service_dir", "weights_cache")
+               for bad in ("$HOME", "it's", 'q"d', "back\\slash", "a:b", "new\nline")]
+    refused += [("engine", "image", "vllm/vllm-openai:v0.33.0\nx"), ("engine", "image", "a b"),
+                ("engine", "extra_args", ["--chat-template", "a\x00b"])]
+    for section, field, value in refused:  # each would change meaning in compose, YAML, argv or the shell
+        raw = {**good, section: {**good[section], field: value}}
+        with pytest.raises(ConfigError) as e:
             parse_deployment(raw, "stack")
-        assert e.value.paths == ["target.service_dir"], e.value.render()
+        assert e.value.paths == [f"{section}.{field}"], e.value.render()
     service_dir = tmp_path / "svc dir ;|&(*) %n"
     service_dir.mkdir()
     d = ssh_deployment({"kind": "vllm"}, "process", service_dir=str(service_dir))
