@@ -166,7 +166,11 @@ class KubernetesTarget(_Strict):
     ingress: Ingress | None = None
     pdb_min_available: int | None = Field(default=None, ge=0, le=1000)
     service_monitor: bool = False
-    startup_timeout_s: int = Field(default=1800, ge=60, le=INT32_MAX)
+    startup_timeout_s: int = Field(default=1800, ge=60, le=INT32_MAX,
+                                   description="seconds a rollout may take (image pull and model load)")
+    schedule_timeout_s: int = Field(default=900, ge=1, le=INT32_MAX,
+                                    description="seconds a replica may wait for a node with its GPUs (a cluster "
+                                                "autoscaler adding one) before the rollout fails")
     labels: dict[str, str] = Field(default_factory=dict)
     cpu: str = Field(default="8", description="CPU request per replica (a Kubernetes quantity)")
     memory: str = Field(default="64Gi", description="memory request and limit per replica (a quantity)")

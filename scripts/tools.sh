@@ -132,7 +132,7 @@ cluster_tools() {
 }
 
 case "${1:-all}" in
-  all) pulumi_tools; compose_tool ;;
+  all) pulumi_tools; compose_tool; cluster_tools ;;
   pulumi) pulumi_tools ;;
   compose) compose_tool ;;
   cluster) cluster_tools ;;

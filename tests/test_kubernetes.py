@@ -151,7 +151,8 @@ def test_build_job_runs_before_the_deployment_and_objects_wait_for_their_inputs(
     waits = target.waits_for
     assert {"build", "secrets", "config", "namespace"} <= set(waits["deployment"])
     assert {"secrets", "config", "namespace"} <= set(waits["build"])
-    assert {"deployment", "service"} <= set(waits["scaledobject"]) and waits["namespace"] == ()
+    assert {"rollout", "service"} <= set(waits["scaledobject"]) and waits["namespace"] == ()
+    assert waits["rollout"] == ("deployment",)  # the rollout is awaited by inferry (rollout.py), then the rest
 
 
 def test_pods_select_only_serving_pods(rendered):

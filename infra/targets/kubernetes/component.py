@@ -5,13 +5,22 @@ import os
 from typing import Any
 
 import pulumi
+import pulumi.dynamic
 import pulumi_kubernetes as k8s
 
 from infra.errors import InferryError
 from infra.targets.kubernetes import build, pod, scaling, weights
 from infra.targets.kubernetes.context import Ctx, KubernetesTargetArgs
+from infra.targets.kubernetes.rollout import RolloutProvider
 
 TYPE = "inferry:targets:KubernetesTarget"
+
+
+class Rollout(pulumi.dynamic.Resource, module="inferry", name="Rollout"):
+    """Waits for a revision of the engine's Deployment to be available (infra/targets/kubernetes/rollout.py)."""
+
+    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions):
+        super().__init__(RolloutProvider(), name, props, opts)
 S3_FIELDS = ("storage.access_key_id", "storage.secret_access_key")
 
 
@@ -19,6 +28,11 @@ def kubeconfig_path(configured: str | None) -> str:
     """The kubeconfig file, named explicitly: the stack's, else $KUBECONFIG's first file, else ~/.kube/config."""
     path = configured or (os.environ.get("KUBECONFIG") or "").split(os.pathsep)[0] or "~/.kube/config"
     return os.path.expanduser(path)
+
+
+def _generation(meta: Any) -> Any:
+    """metadata.generation of an applied object (a typed ObjectMeta, or a dict under mocks)."""
+    return meta.get("generation") if isinstance(meta, dict) else getattr(meta, "generation", None)
 
 
 def needed_secrets(ctx: Ctx, have: dict[str, Any]) -> dict[str, Any]:
@@ -104,11 +118,18 @@ class KubernetesTarget(pulumi.ComponentResource):
                           custom_timeouts=pulumi.CustomTimeouts(create="4h", update="4h"))
 
     def _deployment(self, deps: list) -> Any:
+        """The Deployment, then its rollout awaited by inferry (rollout.py says why not by pulumi-kubernetes)."""
         ctx = self._ctx
-        wait = f"{ctx.t.startup_timeout_s + 600}s"  # the rollout waits for a model load, not 10 minutes
-        return self._make(k8s.apps.v1.Deployment, "deployment", deps, metadata=ctx.meta(ctx.name, "engine"),
-                          spec=pod.deployment_spec(ctx, self._digest),
-                          custom_timeouts=pulumi.CustomTimeouts(create=wait, update=wait))
+        meta = ctx.meta(ctx.name, "engine", annotations={"pulumi.com/skipAwait": "true"})
+        deployment = self._make(k8s.apps.v1.Deployment, "deployment", deps, metadata=meta,
+                                spec=pod.deployment_spec(ctx, self._digest))
+        props = {"kubeconfig": kubeconfig_path(ctx.t.kubeconfig), "context": ctx.t.context, "namespace": ctx.ns,
+                 "name": ctx.name, "revision": deployment.metadata.apply(_generation),
+                 "schedule_timeout_s": ctx.t.schedule_timeout_s, "startup_timeout_s": ctx.t.startup_timeout_s}
+        rollout = Rollout(f"{ctx.name}-rollout", props,
+                          pulumi.ResourceOptions(parent=self, depends_on=[deployment]))
+        self.objects["rollout"], self.waits_for["rollout"] = rollout, ("deployment",)
+        return rollout
 
     def _extras(self, deps: list) -> None:
         ctx, t = self._ctx, self._ctx.t
@@ -126,7 +147,11 @@ class KubernetesTarget(pulumi.ComponentResource):
             self._make(k8s.autoscaling.v2.HorizontalPodAutoscaler, "hpa", deps,
                        metadata=ctx.meta(ctx.name, "autoscaler"), spec=scaling.hpa_spec(ctx))
         if t.ingress is not None:
-            self._make(k8s.networking.v1.Ingress, "ingress", deps, metadata=ctx.meta(ctx.name, "ingress"),
+            # An Ingress gets an address only from a controller that publishes one (many never do), and
+            # pulumi-kubernetes would wait 10 minutes for it: the Deployment and Service are awaited instead.
+            meta = ctx.meta(ctx.name, "ingress")
+            meta["annotations"] = {**meta.get("annotations", {}), "pulumi.com/skipAwait": "true"}
+            self._make(k8s.networking.v1.Ingress, "ingress", deps, metadata=meta,
                        spec=scaling.ingress_spec(ctx, backend, port))
         if t.pdb_min_available is not None:
             self._make(k8s.policy.v1.PodDisruptionBudget, "pdb", deps, metadata=ctx.meta(ctx.name, "engine"),

@@ -1,0 +1,117 @@
+"""The engine's rollout, awaited by inferry: done when the Deployment is available, an error naming the reason
+as soon as its pods cannot be scheduled, cannot pull their image or crash.
+
+pulumi-kubernetes' own await only times out ("Minimum number of Pods ... was not attained") after the
+Deployment's timeout, which must cover a model load: 40 minutes of silence for a pod no node can take.
+So the Deployment is created with `pulumi.com/skipAwait` and this dynamic resource watches it.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
+
+from infra.errors import InferryError, reported
+
+FATAL_WAITING = ("ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CrashLoopBackOff",
+                 "CreateContainerConfigError")
+INPUTS = ("kubeconfig", "context", "namespace", "name", "revision", "schedule_timeout_s", "startup_timeout_s")
+
+
+@dataclass(frozen=True)
+class Watch:
+    """What to wait for: the Deployment, and how long scheduling and the whole rollout may take."""
+
+    kubeconfig: str
+    context: str | None
+    namespace: str
+    name: str
+    schedule_timeout_s: float
+    startup_timeout_s: float
+    poll_s: float = 2.0
+
+
+def _apis(w: Watch) -> tuple[Any, Any]:
+    from kubernetes import client, config
+
+    api = config.new_client_from_config(config_file=w.kubeconfig, context=w.context)
+    return client.AppsV1Api(api), client.CoreV1Api(api)
+
+
+def available(dep: Any) -> bool:
+    """The Deployment's current generation is rolled out and available."""
+    st, want = dep.status, dep.spec.replicas if dep.spec.replicas is not None else 1
+    conditions = {c.type: c.status for c in st.conditions or []}
+    return ((st.observed_generation or 0) >= dep.metadata.generation and conditions.get("Available") == "True"
+            and (st.updated_replicas or 0) >= want and (st.ready_replicas or 0) >= want)
+
+
+def stuck(pods: list[Any]) -> tuple[str, str] | None:
+    """(kind, message) of the first pod that cannot become ready: unschedulable, or a fatal container state."""
+    for p in pods:
+        for c in p.status.conditions or []:
+            if c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable":
+                return "schedule", f"pod {p.metadata.name} cannot be scheduled: {c.message}"
+        for cs in (p.status.init_container_statuses or []) + (p.status.container_statuses or []):
+            waiting = cs.state.waiting if cs.state else None
+            if waiting and waiting.reason in FATAL_WAITING:
+                return "container", f"pod {p.metadata.name}, container {cs.name}: {waiting.reason}: {waiting.message or ''}"
+    return None
+
+
+def wait(w: Watch, clock=time.monotonic) -> None:
+    """Return when the rollout is available; InferryError with the reason otherwise (bounded)."""
+    apps, core = _apis(w)
+    start, unschedulable_since = clock(), None
+    while True:
+        dep = apps.read_namespaced_deployment(w.name, w.namespace)
+        if available(dep):
+            return
+        selector = ",".join(f"{k}={v}" for k, v in (dep.spec.selector.match_labels or {}).items())
+        found = stuck(core.list_namespaced_pod(w.namespace, label_selector=selector).items)
+        now = clock()
+        if found and found[0] == "container":
+            raise _error(w, found[1], "fix the image (engine.image) or the engine's options shown above")
+        unschedulable_since = (unschedulable_since or now) if found else None
+        if found and now - unschedulable_since > w.schedule_timeout_s:
+            raise _error(w, found[1], "ask for fewer GPUs per replica (engine.tensor_parallel_size, "
+                         "pipeline_parallel_size), or add nodes that have them (target.gpu_product, "
+                         "node_selector and tolerations must match them); or raise target.schedule_timeout_s "
+                         "when a cluster autoscaler adds GPU nodes slowly")
+        if now - start > w.startup_timeout_s:
+            raise _error(w, f"not available after {w.startup_timeout_s:g}s", "see `kubectl describe deployment "
+                         f"{w.name} -n {w.namespace}`; raise target.startup_timeout_s for a slow model load")
+        time.sleep(w.poll_s)
+
+
+def _error(w: Watch, what: str, fix: str) -> InferryError:
+    return InferryError(f"deployment {w.name} did not roll out: {what}", fix, where=f"namespace {w.namespace}")
+
+
+class RolloutProvider(ResourceProvider):
+    """A dynamic resource whose create/update wait for the rollout of its revision of the Deployment."""
+
+    @reported
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        """Wait for the Deployment's rollout."""
+        wait(_watch(props))
+        return CreateResult(f"{props['namespace']}/{props['name']}", {k: props.get(k) for k in INPUTS})
+
+    @reported
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        """A new revision of the Deployment (or other timeouts) is waited for again."""
+        changed = [k for k in INPUTS if olds.get(k) != news.get(k)]
+        return DiffResult(changes=bool(changed), replaces=[], stables=[], delete_before_replace=False)
+
+    @reported
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        """Wait for the new revision's rollout."""
+        wait(_watch(news))
+        return UpdateResult({k: news.get(k) for k in INPUTS})
+
+
+def _watch(p: dict[str, Any]) -> Watch:
+    return Watch(str(p["kubeconfig"]), p.get("context") or None, str(p["namespace"]), str(p["name"]),
+                 float(p["schedule_timeout_s"]), float(p["startup_timeout_s"]))
