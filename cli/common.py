@@ -9,6 +9,8 @@ import typer
 from rich.console import Console
 
 from infra.errors import ConfigError, InferryError
+from infra.resources import bundled
+from infra.stackfile import Stack, project_root
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -23,6 +25,13 @@ def print_error(e: InferryError) -> None:
         return
     err.print("[red]error:[/red] ", markup=True, end="")
     err.print(e.render(), markup=False)
+
+
+def say_example(s: Stack) -> None:
+    """A note on stderr when a stack name read the example the package ships (no such stack in the project)."""
+    folder = project_root() / "stacks"
+    if s.path is not None and s.path.parent == bundled("stacks") != folder:
+        err.print(f"note: no Pulumi.{s.name}.yaml in {folder}: using the bundled example {s.path}", markup=False)
 
 
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from cli.common import err, handle_errors, out
+from cli.common import err, handle_errors, out, say_example
 from infra.catalog import GIB
 from infra.measurements import load_measured_tps
 from infra.modelinfo import Reader
@@ -97,6 +97,7 @@ def plan(
 ) -> None:
     """Will the model fit (weights + KV cache), on which GPU, at what cost per million tokens."""
     s = load_stack(stack)
+    say_example(s)
     measured = load_measured_tps(s.name)
     read = _store_reader(s) if from_store else None
     p = plan_with_fixes(s.deployment, measured.tokens_per_second if measured else None, read=read)

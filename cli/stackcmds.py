@@ -5,10 +5,10 @@ from pathlib import Path
 
 import typer
 
-from cli.common import err, handle_errors, out
+from cli.common import err, handle_errors, out, say_example
 from infra.errors import ConfigError, InferryError
 from infra.initfile import render_init
-from infra.stackfile import load_stack, stack_path
+from infra.stackfile import in_project, load_stack, project_root, stack_path
 from infra.validate import findings
 
 STACK_HELP = "a stack name under stacks/ (e.g. eu-ssh) or a path to a stack file"
@@ -18,6 +18,7 @@ STACK_HELP = "a stack name under stacks/ (e.g. eu-ssh) or a path to a stack file
 def validate(stack: str = typer.Argument(..., help=STACK_HELP)) -> None:
     """Check a stack file: prints OK, or one bullet per problem and exits 1."""
     s = load_stack(stack)
+    say_example(s)
     found = findings(s.deployment)
     errors = [p for p in found if p.severity == "error"]
     for w in (p for p in found if p.severity == "warning"):
@@ -37,7 +38,7 @@ def init(
     engine: str = typer.Option("vllm", help="vllm | tensorrt-llm"),
 ) -> None:
     """Write a commented stack file that validates; never overwrites."""
-    _, path = stack_path(stack)
+    _, path = stack_path(stack, examples=False)
     if path.exists():
         raise InferryError(f"{path} already exists", "choose another stack name or delete the file first")
     text = render_init(target, engine)
@@ -48,7 +49,11 @@ def init(
     except OSError as e:
         raise InferryError(f"cannot write {e.filename or path}: {e.strerror}", "pass a path in a writable folder "
                            "(no file in the way of its folders)", where=stack) from None
-    out.print(f"wrote {path}; edit it, then run: inferry validate {stack}", markup=False)
+    out.print(f"wrote {path.resolve()}; edit it, then run: inferry validate {stack}", markup=False)
+    root = project_root()
+    if path.parent.resolve() == (root / "stacks").resolve():  # named, not a path: say where names resolve
+        why = "its Pulumi project" if in_project() else "no Pulumi.yaml here or above, so the current folder"
+        err.print(f"stack names resolve in {root} ({why}): run inferry there", markup=False)
 
 
 def register(app: typer.Typer) -> None:

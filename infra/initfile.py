@@ -1,14 +1,14 @@
 """The commented starter stack file written by `inferry init`."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import jinja2
 
 from infra.config_engines import TRTLLM_VERSION, VLLM_VERSION
 from infra.errors import InferryError
+from infra.resources import bundled
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+TEMPLATES = bundled("templates")
 TARGETS = ("ssh", "kubernetes")
 ENGINES = ("vllm", "tensorrt-llm")
 

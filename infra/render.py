@@ -19,8 +19,9 @@ from infra import quoting
 from infra.config import Deployment, SshTarget
 from infra.engines.spec import MODELS_DIR, ServiceSpec
 from infra.errors import SecretError
+from infra.resources import bundled
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+TEMPLATES = bundled("templates")
 COMPOSE, ENV, LAUNCHER = "compose.yaml", "inferry.env", "run-engine.sh"
 PROXY, BUILD = "auth-proxy.conf", "build-engine.sh"
 PROJECT = "inferry"  # docker compose project name

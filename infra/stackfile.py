@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from infra.checks import cross_checks
 from infra.config import Deployment
 from infra.errors import ConfigError, InferryError, Problem
+from infra.resources import example_stack
 from infra.problems import bounded, did_you_mean, key_text, problems_from_validation, short
 from infra.secrets import ciphertext_problems, is_secure, plain_text_problems, reference_problems
 
@@ -25,17 +26,15 @@ _MISSING = object()  # no inferry:deployment key at all (a null one is a value, 
 
 
 def project_root(start: Path | None = None) -> Path:
-    """The project folder, found as Pulumi finds it: the nearest Pulumi.yaml from the current folder up.
-
-    Outside any project, the folder inferry was installed from (a checkout) if it has one, else the current
-    folder: stacks are then named by path.
-    """
+    """The project folder, found as Pulumi finds it: the nearest Pulumi.yaml from the current folder up;
+    outside any project, the current folder (never the folder inferry was installed from)."""
     here = (start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        if (folder / "Pulumi.yaml").is_file():
-            return folder
-    checkout = Path(__file__).resolve().parent.parent
-    return checkout if (checkout / "Pulumi.yaml").is_file() else here
+    return next((f for f in (here, *here.parents) if (f / "Pulumi.yaml").is_file()), here)
+
+
+def in_project(start: Path | None = None) -> bool:
+    """Whether a Pulumi.yaml lies in the current folder or above it."""
+    return (project_root(start) / "Pulumi.yaml").is_file()
 
 
 @dataclass(frozen=True)
@@ -48,13 +47,15 @@ class Stack:
     path: Path | None = None
 
 
-def stack_path(stack: str, root: Path | None = None) -> tuple[str, Path]:
-    """(stack name, file) for a stack name under stacks/ or a path to a stack file."""
+def stack_path(stack: str, root: Path | None = None, examples: bool = True) -> tuple[str, Path]:
+    """(stack name, file) for a stack name under the project's stacks/ or a path to a stack file. A name with
+    no file there that names a bundled example (eu-ssh...) reads the example the package ships."""
     p = Path(stack)
     if stack and (p.suffix in (".yaml", ".yml") or p.exists() or os.sep in stack):
         name = p.name.removeprefix("Pulumi.").rsplit(".", 1)[0]
         return _check_name(name, stack), p
-    return _check_name(stack, stack), (root or project_root()) / "stacks" / f"Pulumi.{stack}.yaml"
+    path = (root or project_root()) / "stacks" / f"Pulumi.{_check_name(stack, stack)}.yaml"
+    return stack, path if path.exists() or not examples else (example_stack(stack) or path)
 
 
 def _check_name(name: str, given: str) -> str:

@@ -1,14 +1,14 @@
 """Weight delivery on Kubernetes: init containers that fetch and verify, and the TensorRT engine-build Job."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from infra.engines.spec import MODELS_DIR
+from infra.resources import bundled
 from infra.storage.manifest import MANIFEST_NAME
 from infra.targets.kubernetes.context import SCRIPTS_DIR, Ctx
 
-TEMPLATES = Path(__file__).resolve().parents[3] / "templates" / "kubernetes"
+TEMPLATES = bundled("templates") / "kubernetes"
 FETCH_SCRIPT = "fetch-weights.sh"
 VERIFY_SCRIPT = "verify-weights.py"
 UPLOAD_SCRIPT = "upload-engine.sh"
