@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from infra.config import Deployment, KubernetesTarget, VllmEngine
 from infra.errors import Problem
-from infra.regions import in_eu
+from infra.problems import did_you_mean
+from infra.regions import KNOWN_REGIONS, in_eu
 
 
 def check_bucket(d: Deployment) -> list[Problem]:
@@ -26,8 +27,9 @@ def check_residency(d: Deployment) -> list[Problem]:
             problems.append(Problem(path, "outside the EU but policy.residency is 'eu'", repr(region),
                                     hint="choose an EU region or drop the residency policy"))
         elif verdict is None:
-            problems.append(Problem(path, "not known to be in the EU", repr(region),
-                                    hint="add it to policy.allowed_regions if it is in the EU"))
+            guess, listed = did_you_mean(region, KNOWN_REGIONS), "if it is an EU region, list it in policy.allowed_regions"
+            problems.append(Problem(path, "unknown region: inferry cannot tell whether it is in the EU", repr(region),
+                                    hint=f"{guess} (or, {listed})" if guess else listed))
     return problems
 
 

@@ -32,8 +32,9 @@ def _candidates(d: Deployment, info: ModelInfo) -> Iterator[tuple[str, Any, str,
     inp, _, _ = evaluate(d, info)
     ctx = max_fitting_context(inp)
     if 0 < ctx < inp.max_model_len:
-        yield ("engine.max_model_len", ctx, f"the longest context that fits, down from {inp.max_model_len:,}",
-               with_fields(d, "engine", max_model_len=ctx))
+        why = ("the model's maximum context" if ctx == info.arch.max_context
+               else f"the longest context that fits, down from {inp.max_model_len:,}")
+        yield "engine.max_model_len", ctx, why, with_fields(d, "engine", max_model_len=ctx)
     for tp in (t for t in TP_CHOICES if t > e.tensor_parallel_size):
         more = with_fields(with_fields(d, "engine", tensor_parallel_size=tp), "provider",
                            gpu_count=max(d.provider.gpu_count, tp * e.pipeline_parallel_size))

@@ -1,6 +1,7 @@
 """Turn pydantic validation errors into one readable Problem per field, with did-you-mean."""
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import re
@@ -55,10 +56,16 @@ def key_text(key: Any) -> str:
     return key if isinstance(key, str) and PLAIN_KEY.match(key) else short(key)
 
 
+def closest(word: Any, options: Any) -> str | None:
+    """The closest of options to word, if any is close."""
+    match = difflib.get_close_matches(str(word)[:100], sorted(options), n=1, cutoff=0.6)
+    return match[0] if match else None
+
+
 def did_you_mean(word: Any, options: Any) -> str | None:
     """'did you mean X?' for the closest of options, if any is close."""
-    match = difflib.get_close_matches(str(word)[:100], sorted(options), n=1, cutoff=0.6)
-    return f"did you mean '{match[0]}'?" if match else None
+    match = closest(word, options)
+    return f"did you mean '{match}'?" if match else None
 
 
 def bounded(p: Problem) -> Problem:
@@ -136,7 +143,8 @@ def problem_from_error(root: type[BaseModel], err: dict, prefix: str = "") -> Pr
     loc, kind = tuple(err["loc"]), err["type"]
     path = display_path(loc, prefix)
     secret = _is_secret(loc)
-    found = None if secret else short(err.get("input"))
+    # A whole section as the found value says nothing the path does not (and can be long): left out.
+    found = None if secret or (isinstance(err.get("input"), dict) and kind not in EXPECTED) else short(err.get("input"))
     if kind == "invalid_key" or loc[-1:] == ("[key]",):
         # The key itself is wrong (1: x): name it as a key, not as a list index.
         key = err.get("input")  # the key itself (its place in loc may hold True as 1)
@@ -157,10 +165,10 @@ def problem_from_error(root: type[BaseModel], err: dict, prefix: str = "") -> Pr
                        hint="run `pulumi config set --secret KEY` (or export a variable) and reference it here")
     if kind == "union_tag_invalid":
         expected = err.get("ctx", {}).get("expected_tags", "")
-        given = err.get("input")
+        tag = err.get("ctx", {}).get("tag", err.get("input"))
         return Problem(path + ".kind" if not path.endswith("kind") else path,
-                       f"unknown kind; expected one of {expected}",
-                       short(given["kind"]) if isinstance(given, dict) and "kind" in given else found)
+                       f"unknown kind; expected one of {expected}", short(tag),
+                       hint=did_you_mean(tag, re.findall(r"'([^']*)'", expected)))
     if kind == "union_tag_not_found":
         return Problem(path + ".kind", "required field is missing", hint="add kind")
     if kind == "string_pattern_mismatch":
@@ -202,3 +210,39 @@ def problems_from_validation(root: type[BaseModel], exc: ValidationError, prefix
         problems.append(Problem(prefix, f"{len(errors) - MAX_PROBLEMS} more problems not listed",
                                 hint="fix the ones above and validate again"))
     return problems
+
+
+def _tags(err: dict) -> list[str]:
+    return re.findall(r"'([^']*)'", str(err.get("ctx", {}).get("expected_tags", "")))
+
+
+def _node(doc: Any, loc: tuple) -> Any:
+    """The value at a pydantic location in the raw document (a union's tag in loc names no key: skipped)."""
+    for part in loc:
+        if isinstance(doc, dict) and part in doc:
+            doc = doc[part]
+        elif isinstance(doc, list) and isinstance(part, int) and 0 <= part < len(doc):
+            doc = doc[part]
+        elif not (isinstance(doc, dict) and doc.get("kind") == part):
+            return None
+    return doc
+
+
+def repaired(root: type[BaseModel], raw: Any, errors: list[dict]) -> Any | None:
+    """A copy of raw with each did-you-mean applied (kind: vlm read as vllm, max_model_length as max_model_len)
+    and other unknown keys dropped; None when nothing applies. Validating it finds what those errors hid."""
+    doc, changed = copy.deepcopy(raw), False
+    for err in errors:
+        loc = tuple(err["loc"])
+        if err["type"] == "union_tag_invalid":
+            node, guess = _node(doc, loc), closest(err.get("ctx", {}).get("tag"), _tags(err))
+            if isinstance(node, dict) and guess:
+                node["kind"], changed = guess, True
+        elif err["type"] == "extra_forbidden" and loc:
+            parent, model = _node(doc, loc[:-1]), model_at(root, loc)
+            if isinstance(parent, dict) and loc[-1] in parent:
+                value, changed = parent.pop(loc[-1]), True
+                guess = closest(loc[-1], model.model_fields) if model else None
+                if guess and guess not in parent:
+                    parent[guess] = value
+    return doc if changed else None

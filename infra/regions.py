@@ -20,18 +20,15 @@ KNOWN_REGIONS = {
     "us-central1": "us", "us-east4": "us", "us-east5": "us", "us-west1": "us", "us-west4": "us",
     "eastus": "us", "eastus2": "us", "westus2": "us", "westus3": "us", "southcentralus": "us",
     "ap-northeast-1": "jp", "ap-southeast-1": "sg", "asia-east1": "tw",
+    # The catalog's GPU cloud (infra/catalog/providers.yaml).
+    "es-madrid": "es", "fr-paris": "fr", "fi-helsinki": "fi",
 }
 
 
 def region_country(region: str) -> str | None:
-    """The country of a region code: known hyperscaler codes, else a leading 'cc-' country prefix."""
-    r = region.strip().lower()
-    if r in KNOWN_REGIONS:
-        return KNOWN_REGIONS[r]
-    head = r.split("-", 1)[0]
-    if len(head) == 2 and "-" in r and head not in ("eu", "us", "ap", "sa", "me", "af", "ca"):
-        return head  # GPU-cloud style: es-madrid, fr-paris, fi-helsinki
-    return None
+    """The country of a known region code, else None. No guessing from the name's shape: with residency, a
+    misspelt region (es-madird) must be refused, not placed by its first letters."""
+    return KNOWN_REGIONS.get(region.strip().lower())
 
 
 def in_eu(region: str, allowed: list[str]) -> bool | None:

@@ -8,13 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
 
-from infra.checks import cross_checks
 from infra.config import Deployment
 from infra.errors import ConfigError, InferryError, Problem
 from infra.resources import example_stack
-from infra.problems import bounded, did_you_mean, key_text, problems_from_validation, short
+from infra.problems import bounded, did_you_mean, key_text, short
+from infra.validate import checked
 from infra.secrets import ciphertext_problems, is_secure, plain_text_problems, reference_problems
 
 NAMESPACE = "inferry"
@@ -253,12 +252,8 @@ def parse_deployment(raw: Any, source: str, prefix: str = DEPLOYMENT_KEY) -> Dep
                                            type(raw).__name__ if raw is not None else "nothing",
                                            hint="put model, engine, target, storage, provider and serving "
                                            "under it (see `inferry init NAME`)")])
-    try:
-        d = Deployment.model_validate(raw)
-    except ValidationError as e:
-        raise ConfigError(source, [bounded(p) for p in problems_from_validation(Deployment, e)]) from None
-    problems = cross_checks(d)
-    if problems:
+    d, problems = checked(raw)
+    if d is None:
         raise ConfigError(source, [bounded(p) for p in problems])
     return d
 

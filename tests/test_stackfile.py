@@ -139,7 +139,7 @@ def test_residency_contradiction(tmp_path):
 def test_unknown_region_under_residency_asks_to_list_it(tmp_path):
     path = mutate(tmp_path, ("      region: es-madrid\n      gpu:", "      region: mars-1\n      gpu:"))
     [msg] = problems(path)
-    assert msg.startswith("provider.region: not known to be in the EU")
+    assert msg.startswith("provider.region: unknown region: inferry cannot tell whether it is in the EU")
     path.write_text(path.read_text().replace("residency: eu", "residency: eu\n      allowed_regions: [mars-1]"))
     load_stack(str(path))
 
