@@ -17,14 +17,16 @@ from infra.modelinfo import Reader
 from infra.fit import fix_text, plan_with_fixes
 from infra.plan import Plan
 from infra.stackfile import Stack, load_stack
-from infra.suggest import Option, suggest
+from infra.suggest import Option, suggest, why_no_option
 
 WIDTH = 120  # tables stay readable when stdout is not a terminal (rich falls back to 80 columns)
+STORE_SECRETS = frozenset({"storage.access_key_id", "storage.secret_access_key"})
 STACK_HELP = "a stack name under stacks/ (e.g. eu-ssh) or a path to a stack file"
 
 
 def plan_json(p: Plan) -> dict[str, Any]:
-    """The plan as plain JSON values (stable keys for machines)."""
+    """The plan as plain JSON values (stable keys for machines); null where a figure means nothing (the KV
+    budget when nothing is left for it, the headroom and cost of a stack that does not fit)."""
     v, b = p.verdict, p.verdict.budget
     return {
         "model": p.model.arch.key, "architecture_source": p.model.arch_source, "gpu": p.gpu,
@@ -32,13 +34,13 @@ def plan_json(p: Plan) -> dict[str, Any]:
         "fits": v.fits, "reason": v.reason, "max_model_len": p.sizing.max_model_len,
         "weights_bytes_per_gpu": b.weights, "weights_source": p.weights_source,
         "usable_bytes_per_gpu": b.usable, "activation_bytes": b.activations, "overhead_bytes": b.overhead,
-        "kv_budget_bytes_per_gpu": b.kv, "kv_bytes_per_token": v.kv_bytes_per_token,
+        "kv_budget_bytes_per_gpu": b.kv if b.kv > 0 else None, "kv_bytes_per_token": v.kv_bytes_per_token,
         "kv_bytes_per_token_per_gpu": v.kv_bytes_per_token_per_gpu, "kv_capacity_tokens": v.kv_capacity_tokens,
-        "max_concurrency": v.max_concurrency, "headroom_bytes": v.headroom_bytes,
-        "usd_per_hour": round(p.usd_per_hour, 4), "cpm_usd": round(p.cpm_usd, 4),
+        "max_concurrency": v.max_concurrency, "headroom_bytes": v.headroom_bytes if v.fits else None,
+        "usd_per_hour": round(p.usd_per_hour, 4), "cpm_usd": None if p.cpm_usd is None else round(p.cpm_usd, 4),
         "tokens_per_second": round(p.throughput.tokens_per_second, 1), "tps_source": p.throughput.source,
         "residency": p.residency, "notes": list(v.notes),
-        "fixes": [{"field": f.field, "value": f.value, "why": f.why} for f in p.fixes],
+        "fixes": [{"field": f.field, "value": f.value, "why": f.why, "set": f.changes} for f in p.fixes],
     }
 
 
@@ -55,16 +57,18 @@ def _table(p: Plan, title: str) -> Table:
         ("weights per GPU", f"{_gib(b.weights)} ({p.weights_source})"),
         ("KV per token", f"{v.kv_bytes_per_token / 1024:,.0f} KiB "
                          f"({v.kv_bytes_per_token_per_gpu / 1024:,.0f} KiB per GPU)"),
-        ("KV budget per GPU", f"{_gib(b.kv)} of {_gib(b.usable)} usable"),
+        ("KV budget per GPU", f"{_gib(b.kv)} of {_gib(b.usable)} usable" if b.kv > 0
+         else f"n/a: nothing left of {_gib(b.usable)} usable"),
         ("KV capacity", f"{v.kv_capacity_tokens:,} tokens"),
-        ("max concurrency", f"{v.max_concurrency:,.2f} requests at {p.sizing.max_model_len:,} tokens"),
-        ("headroom", f"{_gib(v.headroom_bytes)} beyond one full-context request"),
+        ("max concurrency", f"{v.max_concurrency:,.1f} requests at {p.sizing.max_model_len:,} tokens"),
+        ("headroom", f"{_gib(v.headroom_bytes)} beyond one full-context request" if v.fits else "n/a"),
         ("$/hour", f"{p.usd_per_hour:,.2f} (all replicas)"),
-        ("CPM", f"${p.cpm_usd:,.4f} per 1M output tokens at {p.throughput.tokens_per_second:,.0f} tok/s "
-                f"per replica [{p.throughput.source}: {p.throughput.detail}]"),
+        ("CPM", "n/a: it does not fit" if p.cpm_usd is None else
+         f"${p.cpm_usd:,.4f} per 1M output tokens at {p.throughput.tokens_per_second:,.0f} tok/s "
+         f"per replica [{p.throughput.source}: {p.throughput.detail}]"),
         ("residency", p.residency or "none"),
         ("verdict", ("OK " if v.fits else "DOES NOT FIT: ") + v.reason),
-    ]
+    ] + [("note", n) for n in p.verdict.notes]
     for k, val in rows:
         t.add_row(k, escape(val))  # values hold [brackets]: not markup
     return t
@@ -96,7 +100,7 @@ def plan(
     from_store: bool = typer.Option(False, "--from-store", help="read config.json from the weight store"),
 ) -> None:
     """Will the model fit (weights + KV cache), on which GPU, at what cost per million tokens."""
-    s = load_stack(stack)
+    s = load_stack(stack, uses=STORE_SECRETS if from_store else frozenset())  # no other secret is read
     say_example(s)
     measured = load_measured_tps(s.name)
     read = _store_reader(s) if from_store else None
@@ -110,8 +114,10 @@ def plan(
     else:
         wide = Console(highlight=False, width=max(WIDTH, shutil.get_terminal_size().columns))
         wide.print(_table(p, f"plan for {s.name}"))
-        if show_suggest:
+        if show_suggest and options:
             wide.print(_suggest_table(options))
+    if show_suggest and not options:
+        err.print(f"--suggest: no option: {why_no_option(s.deployment)}", markup=False)
     if not p.verdict.fits:
         err.print(f"error: {s.name} does not fit: {p.verdict.reason}\n  fix: {fix_text(p)}", markup=False)
         raise typer.Exit(1)

@@ -12,7 +12,7 @@ from infra.modelinfo import ModelInfo, Reader
 from infra.plan import Fix, Plan, evaluate, make_plan
 from infra.sizing import Verdict, max_fitting_context
 
-TP_CHOICES = (2, 4, 8)
+TP_CHOICES = (1, 2, 4, 8)
 
 
 def with_fields(d: Deployment, section: str, **changes: Any) -> Deployment:
@@ -21,34 +21,50 @@ def with_fields(d: Deployment, section: str, **changes: Any) -> Deployment:
     return d.model_copy(update={section: part})
 
 
-def _candidates(d: Deployment, info: ModelInfo) -> Iterator[tuple[str, Any, str, Deployment]]:
-    """(field, value, why, changed deployment) in the order a user would try them: free first, then GPUs."""
+# (every stack field the change sets, in the order to print; why; the changed deployment)
+Candidate = tuple[dict[str, Any], str, Deployment]
+
+
+def _candidates(d: Deployment, info: ModelInfo) -> Iterator[Candidate]:
+    """The changes in the order a user would try them: free first, then GPUs."""
     e, gpu = d.engine, catalog.gpu(d.provider.gpu)
     if e.kv_cache_dtype == "auto" and gpu.fp8:
-        yield ("engine.kv_cache_dtype", "fp8", "halves the KV cache per token",
+        yield ({"engine.kv_cache_dtype": "fp8"}, "halves the KV cache per token",
                with_fields(d, "engine", kv_cache_dtype="fp8"))
     if e.quantization is None and (gpu.fp8 or isinstance(e, VllmEngine)):
-        yield "engine.quantization", "fp8", "halves the weights", with_fields(d, "engine", quantization="fp8")
+        yield {"engine.quantization": "fp8"}, "halves the weights", with_fields(d, "engine", quantization="fp8")
     inp, _, _ = evaluate(d, info)
     ctx = max_fitting_context(inp)
     if 0 < ctx < inp.max_model_len:
         why = ("the model's maximum context" if ctx == info.arch.max_context
                else f"the longest context that fits, down from {inp.max_model_len:,}")
-        yield "engine.max_model_len", ctx, why, with_fields(d, "engine", max_model_len=ctx)
-    for tp in (t for t in TP_CHOICES if t > e.tensor_parallel_size):
-        more = with_fields(with_fields(d, "engine", tensor_parallel_size=tp), "provider",
-                           gpu_count=max(d.provider.gpu_count, tp * e.pipeline_parallel_size))
-        yield "engine.tensor_parallel_size", tp, f"{tp} GPUs per replica: provider.gpu_count >= {tp}", more
+        yield {"engine.max_model_len": ctx}, why, with_fields(d, "engine", max_model_len=ctx)
+    yield from _tp_candidates(d)
     for other in sorted(catalog.gpus().values(), key=lambda g: g.memory_mib):
         if other.memory_mib > gpu.memory_mib or (other.fp8 and not gpu.fp8):
-            yield ("provider.gpu", other.key, f"{other.memory_mib:,} MiB per GPU, same count",
+            yield ({"provider.gpu": other.key}, f"{other.memory_mib:,} MiB per GPU, same count",
                    with_fields(d, "provider", gpu=other.key))
+
+
+def _tp_candidates(d: Deployment) -> Iterator[Candidate]:
+    """More GPUs per replica (more memory), then fewer (a TP that divides the heads), nearest first; the GPU
+    count follows: TP x PP GPUs are what the replica uses."""
+    tp, pp = d.engine.tensor_parallel_size, d.engine.pipeline_parallel_size
+    larger = [t for t in TP_CHOICES if t > tp]
+    for t in larger + sorted((t for t in TP_CHOICES if t < tp), reverse=True):
+        count = max(d.provider.gpu_count, t * pp) if t > tp else t * pp
+        changed = with_fields(with_fields(d, "engine", tensor_parallel_size=t), "provider", gpu_count=count)
+        changes = {"engine.tensor_parallel_size": t}
+        if count != d.provider.gpu_count:
+            changes["provider.gpu_count"] = count
+        yield changes, f"{t * pp} GPU(s) per replica", changed
 
 
 def find_fixes(d: Deployment, info: ModelInfo, limit: int = 3) -> list[Fix]:
     """Up to `limit` single changes that fit, the smallest first; at most one per field."""
     found: list[Fix] = []
-    for field, value, why, changed in _candidates(d, info):
+    for changes, why, changed in _candidates(d, info):
+        field, value = next(iter(changes.items()))
         if any(f.field == field for f in found):
             continue
         try:
@@ -56,7 +72,7 @@ def find_fixes(d: Deployment, info: ModelInfo, limit: int = 3) -> list[Fix]:
         except InferryError:
             continue
         if verdict.fits:
-            found.append(Fix(field, value, why, verdict))
+            found.append(Fix(field, value, why, verdict, changes))
         if len(found) >= limit:
             break
     return found
@@ -81,8 +97,19 @@ def fix_text(plan: Plan) -> str:
     if not plan.fixes:
         return "no single change fits: use a smaller or quantized model, or more/larger GPUs"
     first, *rest = plan.fixes
-    text = f"set {first.field}: {first.value} ({first.why})"
-    return text + "".join(f"\n  or: set {f.field}: {f.value} ({f.why})" for f in rest)
+    return f"set {_sets(first)}" + "".join(f"\n  or: set {_sets(f)}" for f in rest)
+
+
+def _sets(f: Fix) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in f.changes.items()) + f" ({f.why})"
+
+
+def _note(note: str) -> Problem:
+    """A warning; a note that starts with the field it is about is filed under that field."""
+    field, _, rest = note.partition(" ")
+    if field.startswith(("engine.", "provider.")):
+        return Problem(field, rest, severity="warning")
+    return Problem("engine", note, severity="warning")
 
 
 def sizing_problems(d: Deployment) -> list[Problem]:
@@ -92,7 +119,7 @@ def sizing_problems(d: Deployment) -> list[Problem]:
     except InferryError as e:
         return [Problem(e.where or "model", e.message, hint=e.fix)]
     v = plan.verdict
-    problems = [Problem("engine", note, severity="warning") for note in v.notes]
+    problems = [_note(n) for n in v.notes]
     if not v.fits:
         problems.append(Problem(v.field, v.reason, hint=fix_text(plan).replace("\n  ", "; ")))
     return problems

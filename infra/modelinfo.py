@@ -63,9 +63,25 @@ def estimate_params(a: ModelArch) -> float:
     return float(embed + a.num_layers * (attn + mlp))
 
 
+# config.json fields sizing divides by or multiplies with: whole numbers above 0 when present.
+POSITIVE = ("num_attention_heads", "num_hidden_layers", "hidden_size", "vocab_size", "num_key_value_heads",
+            "head_dim", "max_position_embeddings", "intermediate_size")
+
+
+def _check_numbers(c: dict[str, Any]) -> None:
+    """ValueError naming the first required field that is missing, or present and not a whole number above 0."""
+    for name in POSITIVE:
+        value = c.get(name)
+        if value is None and name in POSITIVE[:4]:
+            raise ValueError(f"{name} is missing")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+            raise ValueError(f"{name} is {value!r}; expected a whole number above 0")
+
+
 def arch_from_config(cfg: dict[str, Any], key: str, total_size: int | None = None) -> ModelArch:
     """A ModelArch from a Hugging Face config.json (text config of multimodal models included)."""
     c = {**cfg, **cfg.get("text_config", {})}
+    _check_numbers(c)
     heads = c["num_attention_heads"]
     if "qk_nope_head_dim" in c:  # MLA: newer transformers write head_dim = the rope part only
         head_dim = c["qk_nope_head_dim"] + c["qk_rope_head_dim"]
@@ -99,8 +115,9 @@ def from_reader(read: Reader, key: str, where: str) -> ModelInfo | None:
         index = read(INDEX)
         total = int(json.loads(index)["metadata"]["total_size"]) if index else None
         arch = arch_from_config(cfg, key, total)
-    except (ValueError, KeyError, TypeError) as e:
-        raise SizingError(f"{where}/{CONFIG} is not a usable model config: {e!r}",
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        why = f"{e.args[0]} is missing" if isinstance(e, KeyError) else str(e)
+        raise SizingError(f"{where}/{CONFIG} is not a usable model config: {why}",
                           "check the weights folder, or set model.catalog / model.architecture",
                           where="model.weights") from None
     prequantized = bool(cfg.get("quantization_config"))

@@ -258,8 +258,9 @@ def parse_deployment(raw: Any, source: str, prefix: str = DEPLOYMENT_KEY) -> Dep
     return d
 
 
-def load_stack(stack: str, root: Path | None = None) -> Stack:
-    """Load and validate a stack file for the CLI (no Pulumi CLI needed)."""
+def load_stack(stack: str, root: Path | None = None, uses: frozenset[str] | None = None) -> Stack:
+    """Load and validate a stack file for the CLI (no Pulumi CLI needed). uses: the secret fields the command
+    reads (None: every one); the others' Pulumi secrets need not be set yet (plain-text secrets are refused)."""
     name, path = stack_path(stack, root)
     doc = read_yaml(path)
     raw, others, problems = _split_config(doc)
@@ -271,11 +272,16 @@ def load_stack(stack: str, root: Path | None = None) -> Stack:
             problems += e.problems
     # Passphrase and cloud (KMS) secrets providers write v1: ciphertexts; only the Pulumi Cloud one differs.
     v1_only = isinstance(doc, dict) and bool({"encryptionsalt", "encryptedkey"} & doc.keys())
-    problems += ciphertext_problems(others, name, v1_only=v1_only)
+    cipher, refs = ciphertext_problems(others, name, v1_only=v1_only), []
     if d is not None:
         referenced = {r.config for r in d.secret_refs().values() if r.config}
-        problems += reference_problems(d, name, lambda k: is_secure(others.get(k)), lambda k: k in others)
-        problems += plain_text_problems(others, referenced)
+        refs = reference_problems(d, name, lambda k: is_secure(others.get(k)), lambda k: k in others)
+        refs += plain_text_problems(others, referenced)
+        if uses is not None:  # the secrets the command does not read: neither set nor well-formed is needed
+            unused = {f: r for f, r in d.secret_refs().items() if f not in uses}
+            keys = {f"{NAMESPACE}:{r.config}" for r in unused.values() if r.config}
+            cipher, refs = [p for p in cipher if p.path not in keys], [p for p in refs if p.path not in unused]
+    problems += cipher + refs
     if problems or d is None:  # d is None only with a problem saying why
         raise ConfigError(str(path), [bounded(p) for p in problems])
     return Stack(name=name, source=str(path), deployment=d, path=path)

@@ -9,7 +9,7 @@ from infra.cost import cpm, decode_estimate, usd_per_hour
 from infra.errors import InferryError
 from infra.fit import with_fields
 from infra.modelinfo import ModelInfo, resolve
-from infra.plan import evaluate
+from infra.plan import evaluate, max_seqs
 from infra.regions import in_eu
 from infra.sizing import Verdict
 
@@ -60,7 +60,7 @@ def suggest(d: Deployment) -> list[Option]:
             continue
         gpus, v = fit
         tps, _ = decode_estimate(v.budget.weights, v.kv_bytes_per_token_per_gpu, gpu, v.kv_capacity_tokens,
-                                 getattr(d.engine, "max_num_seqs", None))
+                                 max_seqs(d, gpu))
         for prov in catalog.providers().values():
             price, region = prov.price(gpu.key), _region(d, prov.regions)
             if price is None or region is None:
@@ -69,3 +69,16 @@ def suggest(d: Deployment) -> list[Option]:
             options.append(Option(prov.key, region, gpu.key, gpus, round(hourly, 4), round(tps, 1),
                                   round(cpm(hourly, tps), 4), v.kv_capacity_tokens))
     return sorted(options, key=lambda o: o.cpm_usd)
+
+
+def why_no_option(d: Deployment) -> str:
+    """Why suggest() found nothing: no catalog GPU fits, or none of those that fit has a price (in the EU)."""
+    info = resolve(d)
+    fitting = [g.key for g in catalog.gpus().values() if _smallest_fit(d, info, g.key) is not None]
+    ctx = d.engine.max_model_len or info.arch.max_context
+    if not fitting:
+        return (f"no catalog GPU fits {info.arch.key} at max_model_len {ctx:,} with up to {max(TP_OPTIONS)} GPUs "
+                "per replica; lower engine.max_model_len or quantize (engine.quantization: fp8)")
+    where = " in an EU region (policy.residency: eu)" if d.policy.residency == "eu" else ""
+    return (f"{', '.join(fitting)} fit, but no catalog provider lists a price for them{where}; "
+            "compare prices by hand with provider.price_per_gpu_hour")

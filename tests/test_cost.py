@@ -27,15 +27,15 @@ def test_throughput_precedence():
     assert choose_throughput(100.0, 50.0, 10.0, 8).source == "measured"
     assert choose_throughput(None, 50.0, 10.0, 8).source == "stack"
     est = choose_throughput(None, None, 10.0, 8)
-    assert est.source == "estimate" and "ESTIMATE" in est.detail
+    assert est.source == "estimate" and est.detail.startswith("bandwidth-bound decode, 8 sequences")
 
 
 def test_decode_estimate_follows_bandwidth_and_batch():
     h100, h200, a100 = (catalog.gpu(k) for k in ("H100-80GB", "H200", "A100-80GB"))
     w, kv = 9 * 2**30, 128 * 1024
-    assert decode_estimate(w, kv, h200, 10**6)[0] > decode_estimate(w, kv, h100, 10**6)[0] > \
-        decode_estimate(w, kv, a100, 10**6)[0]
-    tps, batch = decode_estimate(w, kv, h100, 10 * 1024)  # room for 10 sequences of 1,024 tokens
+    assert decode_estimate(w, kv, h200, 10**6, 256)[0] > decode_estimate(w, kv, h100, 10**6, 256)[0] > \
+        decode_estimate(w, kv, a100, 10**6, 256)[0]
+    tps, batch = decode_estimate(w, kv, h100, 10 * 1024, 1024)  # room for 10 sequences of 1,024 tokens
     assert batch == 10
     assert decode_estimate(w, kv, h100, 10**6, max_seqs=4)[1] == 4
     # one sequence: bound by reading the weights once per token

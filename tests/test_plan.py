@@ -93,13 +93,13 @@ def test_infeasible_stack_exits_1_with_the_smallest_fix(cli, tmp_path):
     assert code == 1 and not doc["fits"]
     fields = [f["field"] for f in doc["fixes"]]
     assert fields and len(set(fields)) == len(fields)
-    # each proposed fix, applied alone, really fits
+    # each proposed fix, applied alone with every field it sets, really fits
     for f in doc["fixes"]:
-        section, key = f["field"].split(".")
+        assert next(iter(f["set"].items())) == (f["field"], f["value"])
         changes: dict[str, dict] = {"engine": {"max_model_len": 32768}, "provider": {}}
-        changes[section][key] = f["value"]
-        if key == "tensor_parallel_size":
-            changes["provider"]["gpu_count"] = f["value"]
+        for field, value in f["set"].items():
+            section, key = field.split(".")
+            changes[section][key] = value
         fixed = make_stack(tmp_path, "fixed", model={"name": "llama-3.1-70b-instruct"}, **changes)
         assert plan_json(cli, fixed)[1]["fits"], f
 
