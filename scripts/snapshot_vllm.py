@@ -7,6 +7,7 @@ Rerunnable: the venv and the wheel are reused when present.
 
     python scripts/snapshot_vllm.py [--version 0.33.0] [--workdir /tmp/vllm-snapshot]
     python scripts/snapshot_vllm.py --check   # every bundled stack's rendered argv through the REAL parser
+    python scripts/snapshot_vllm.py --registries-from-wheel vllm-0.33.0-...whl   # parser names only, no venv
 """
 from __future__ import annotations
 
@@ -123,14 +124,39 @@ def value_sets() -> dict:
     from vllm.config import SpeculativeConfig, cache, speculative
     from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
     from vllm.model_executor.model_loader import _LOAD_FORMAT_TO_MODEL_LOADER
+    from vllm.reasoning import ReasoningParserManager
+    from vllm.tool_parsers import ToolParserManager
 
     return {
+        # Names resolved at start-up (validate_api_server_args in entrypoints/common/cli_args.py).
+        "tool_call_parser": sorted(ToolParserManager.list_registered()),
+        "reasoning_parser": sorted(ReasoningParserManager.list_registered()),
         "quantization": sorted(QUANTIZATION_METHODS),
         "kv_cache_dtype": sorted(typing.get_args(cache.CacheDType)),
         "load_format": sorted(_LOAD_FORMAT_TO_MODEL_LOADER),
         "speculative_config.method": sorted(typing.get_args(speculative.SpeculativeMethod)),
         "speculative_config.keys": sorted(f.name for f in dataclasses.fields(SpeculativeConfig) if f.init),
     }
+
+
+# The lazy registries, by module and dict name (vllm/tool_parsers/__init__.py, vllm/reasoning/__init__.py).
+REGISTRIES = {"tool_call_parser": ("vllm/tool_parsers/__init__.py", "_TOOL_PARSERS_TO_REGISTER"),
+              "reasoning_parser": ("vllm/reasoning/__init__.py", "_REASONING_PARSERS_TO_REGISTER")}
+
+
+def registries_from_wheel(wheel: Path) -> dict:
+    """The parser registries read from the wheel's source with `ast` (nothing imported): the names
+    ToolParserManager / ReasoningParserManager.list_registered() return, as no module registers eagerly."""
+    import ast
+
+    found = {}
+    with zipfile.ZipFile(wheel) as z:
+        for key, (path, var) in REGISTRIES.items():
+            tree = ast.parse(z.read(path).decode())
+            node = next(n for n in tree.body if isinstance(n, ast.Assign)
+                        and any(getattr(t, "id", None) == var for t in n.targets))
+            found[key] = sorted(ast.literal_eval(node.value))
+    return found
 
 
 def dump(version: str) -> dict:
@@ -193,12 +219,24 @@ def rendered_argvs() -> list[list[str]]:
     return [list(s.args) for s in specs if s.engine == "vllm"]
 
 
+def add_registries(version: str, wheel: Path) -> None:
+    """Add the parser registries to the committed snapshot (when the full venv cannot be built)."""
+    target = ROOT / "infra" / "engines" / "snapshots" / f"vllm-{version}.json"
+    snap = json.loads(target.read_text())
+    snap["values"].update(registries_from_wheel(wheel))
+    snap["values_sources"] = {k: f"{wheel.name}: {path} {var} (ast)" for k, (path, var) in REGISTRIES.items()}
+    target.write_text(json.dumps(snap, indent=1, sort_keys=True) + "\n")
+    print(f"added {', '.join(REGISTRIES)} to {target.relative_to(ROOT)}")
+
+
 def main() -> None:
     """Build the venv (once), dump the parser there, write the snapshot (or --check rendered argvs)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--version", default="0.33.0")
     ap.add_argument("--workdir", default="/tmp/vllm-snapshot", type=Path)
     ap.add_argument("--check", action="store_true", help="check bundled stacks' argv with the real parser")
+    ap.add_argument("--registries-from-wheel", type=Path, metavar="WHEEL",
+                    help="only add the parser registries to the committed snapshot, read from a vLLM wheel")
     ap.add_argument("--dump", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--verify", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -207,6 +245,9 @@ def main() -> None:
         return
     if args.verify:
         json.dump(verify(json.load(sys.stdin)), sys.stdout)
+        return
+    if args.registries_from_wheel:
+        add_registries(args.version, args.registries_from_wheel)
         return
     py = build_venv(args.version, args.workdir)
     env = dict(os.environ, VLLM_TARGET_DEVICE="cpu", PYTHONPATH="")
