@@ -68,7 +68,7 @@ def engine_checks(d: Deployment) -> list[Problem]:
         problems += rules.tp_rule(e.tensor_parallel_size, facts.heads, facts.kv_heads)
         problems += rules.context_rule(e.max_model_len, facts.max_context)
     if isinstance(e, TrtllmEngine):
-        problems += rules.trtllm_rules(e) + served_name_problems(d)
+        problems += rules.trtllm_rules(d) + served_name_problems(d)
     if isinstance(e, (VllmEngine, TrtllmEngine)) and not any(p.path == "engine.backend" for p in problems):
         problems += rules.option_rule(d)
     if isinstance(e, VllmEngine) and not any(p.severity == "error" for p in problems):
