@@ -45,19 +45,16 @@ def snapshot(engine: str, version: str) -> dict:
 
 
 def _human_int(text: str) -> int:
-    # vLLM's human_readable_int: digits with an optional k/m/g (x1000) or K/M/G (x1024) suffix.
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kmgtKMGT]?)", text.strip())
-    if text.strip() == "auto" or text.strip() == "-1":
-        return -1
+    """vLLM's human_readable_int (vllm/utils/argparse_utils.py): k/m/g/t multiply by 1000s (decimals allowed),
+    K/M/G/T by 1024s (whole numbers only), else a plain int."""
+    value = text.strip()
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", value)
     if not m:
-        raise ValueError(f"not a number with an optional k/m/g suffix: {text!r}")
-    num, unit = m.groups()
-    scale = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
-             "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}[unit]
-    value = float(num) * scale
-    if value != int(value):
-        raise ValueError(f"not a whole number of tokens: {text!r}")
-    return int(value)
+        return int(value)
+    number, suffix = m.groups()
+    if suffix.islower():
+        return int(float(number) * 10 ** (3 * "kmgt".index(suffix) + 3))
+    return int(number) * 2 ** (10 * "KMGT".index(suffix) + 10)  # int("1.5") raises, as vLLM refuses it
 
 
 def _json(text: str) -> Any:
@@ -81,7 +78,14 @@ def _type_fn(opt: dict, snap: dict) -> Callable[[str], Any]:
     allowed = snap.get("values", {}).get(_VALUE_SETS.get(opt["dest"], ""), None)
     check_spec = opt["dest"] == "speculative_config" and "speculative_config.keys" in snap.get("values", {})
 
+    optional = opt.get("type_name") == "_optional_type" and (choices is None or "None" in choices)
+    auto = opt.get("type_name") == "human_readable_int_or_auto"
+
     def convert(text: str) -> Any:
+        if optional and text in ("", "None"):  # vLLM's optional_type: unset
+            return None
+        if auto and text.strip().lower() in ("auto", "-1"):  # human_readable_int_or_auto
+            return -1
         if choices is not None and text not in choices:
             raise ValueError(f"invalid choice {text!r} (choose from {', '.join(choices)})")
         if allowed is not None and text not in allowed:
