@@ -134,6 +134,7 @@ def _add(p: argparse.ArgumentParser, opt: dict, snap: dict) -> None:
         p.add_argument(*flags, dest=opt["dest"], nargs=opt.get("nargs"), type=_type_fn(opt, snap))
 
 
+@functools.lru_cache(maxsize=8)  # built once per version: parse_args leaves a parser as it was
 def parser(engine: str, version: str) -> argparse.ArgumentParser:
     """An argparse parser that accepts what `vllm serve` / `trtllm-serve` of that version accepts."""
     snap = snapshot(engine, version)

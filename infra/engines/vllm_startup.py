@@ -139,8 +139,11 @@ def startup_problems(d: Deployment, model_max: int | None) -> list[Problem]:
     spec = service_spec(d)
     if options.check_args("vllm", e.version, spec.args):
         return []  # the parser already refuses it: option_rule says why
-    ns = options.parse("vllm", e.version, spec.args)
-    from_extra = extra_dests(e.version, e.extra_args)
+    try:
+        ns = options.parse("vllm", e.version, spec.args)
+        from_extra = extra_dests(e.version, e.extra_args)
+    except options.OptionError:  # check_args accepted it, so this does not happen; never a traceback though
+        return []
     owned = owned_problems(e.version, from_extra)
     if owned:
         return owned  # the rest would judge values inferry will not run
@@ -149,7 +152,9 @@ def startup_problems(d: Deployment, model_max: int | None) -> list[Problem]:
     problems += parser_name_problems(ns, options.snapshot("vllm", e.version)["values"])
     batch = vllm_scheduler.effective(ns, model_max, vllm_scheduler.gpu_defaults(d.provider.gpu))
     if batch is not None:
-        where = lambda dest: EXTRA if dest in from_extra else fields.get(dest, EXTRA)  # noqa: E731
+        def where(dest: str) -> str:
+            return EXTRA if dest in from_extra else fields.get(dest, EXTRA)
+
         problems += vllm_scheduler.scheduler_problems(ns, batch, where)
     problems += [Problem(EXTRA, f"{short} is an abbreviation of {full}", severity="warning",
                          hint=f"write {full}: a later vLLM may add an option that makes {short} ambiguous")
