@@ -72,7 +72,7 @@ def engine_checks(d: Deployment) -> list[Problem]:
         problems += rules.trtllm_rules(d) + served_name_problems(d)
     if isinstance(e, (VllmEngine, TrtllmEngine)) and not any(p.path == "engine.backend" for p in problems):
         problems += rules.option_rule(d)
-    if isinstance(e, VllmEngine) and not any(p.severity == "error" for p in problems):
+    if isinstance(e, VllmEngine):  # it says nothing when the parser already refuses the command line
         from infra.engines.vllm_startup import startup_problems
 
         problems += startup_problems(d, facts.max_context if facts else None)
