@@ -110,3 +110,29 @@ def test_snapshot_vllm_reads_parser_registries_from_a_wheel(tmp_path):
     found = json.loads(subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                                       check=True).stdout)
     assert found == {"tool_call_parser": ["hermes", "llama3_json"], "reasoning_parser": ["qwen3"]}
+
+
+def test_snapshot_vllm_reads_config_group_keys_from_a_wheel(tmp_path):
+    import zipfile
+
+    wheel = tmp_path / "vllm-9.9.9-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("vllm/config/compilation.py", textwrap.dedent('''
+            class PassBase:
+                enable_x: bool = False
+            @config
+            class CompilationConfig(PassBase):
+                KIND: ClassVar[str] = "c"
+                mode: int | None = None
+                cache: dict = field(default_factory=dict, init=False)
+                max_model_len: InitVar[int]
+            '''))
+        z.writestr("vllm/engine/arg_utils.py", textwrap.dedent('''
+            class EngineArgs:
+                compilation_config: CompilationConfig | None = get_field(VllmConfig, "compilation_config")
+            '''))
+    code = ("import sys, json, pathlib; sys.path.insert(0, 'scripts'); import snapshot_vllm as s; "
+            f"print(json.dumps(s.dataclass_keys_from_wheel(pathlib.Path({str(wheel)!r}), ['compilation_config'])))")
+    found = json.loads(subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                                      check=True).stdout)
+    assert found == {"compilation_config.keys": ["enable_x", "max_model_len", "mode"]}

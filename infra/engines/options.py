@@ -77,6 +77,7 @@ def _type_fn(opt: dict, snap: dict) -> Callable[[str], Any]:
     choices = opt.get("choices")
     allowed = snap.get("values", {}).get(_VALUE_SETS.get(opt["dest"], ""), None)
     check_spec = opt["dest"] == "speculative_config" and "speculative_config.keys" in snap.get("values", {})
+    group_keys = snap.get("values", {}).get(f"{opt['dest']}.keys") if opt.get("type_name") == "parse_dataclass" else None
 
     optional = opt.get("type_name") == "_optional_type" and (choices is None or "None" in choices)
     auto = opt.get("type_name") == "human_readable_int_or_auto"
@@ -87,12 +88,14 @@ def _type_fn(opt: dict, snap: dict) -> Callable[[str], Any]:
         if auto and text.strip().lower() in ("auto", "-1"):  # human_readable_int_or_auto
             return -1
         if choices is not None and text not in choices:
-            raise ValueError(f"invalid choice {text!r} (choose from {', '.join(choices)})")
+            raise argparse.ArgumentTypeError(f"invalid choice {text!r} (choose from {', '.join(choices)})")
         if allowed is not None and text not in allowed:
-            raise ValueError(f"{text!r} is not one of this version's values ({', '.join(allowed)})")
+            raise argparse.ArgumentTypeError(f"{text!r} is not one of this version's values ({', '.join(allowed)})")
         value = base(text)
         if check_spec:
             _check_speculative(value, snap["values"])
+        if group_keys is not None:
+            _check_group(text, group_keys)
         return value
 
     convert.__name__ = opt.get("type") or "str"  # argparse names the type in its messages
@@ -101,12 +104,26 @@ def _type_fn(opt: dict, snap: dict) -> Callable[[str], Any]:
 
 def _check_speculative(value: Any, values: dict) -> None:
     if not isinstance(value, dict):
-        raise ValueError("expected a JSON object")
+        raise argparse.ArgumentTypeError("expected a JSON object")
     unknown = sorted(set(value) - set(values["speculative_config.keys"]))
     if unknown:
-        raise ValueError(f"unknown speculative-config keys: {', '.join(unknown)}")
+        raise argparse.ArgumentTypeError(f"unknown speculative-config keys: {', '.join(unknown)}")
     if "method" in value and value["method"] not in values["speculative_config.method"]:
-        raise ValueError(f"unknown speculative method {value['method']!r}")
+        raise argparse.ArgumentTypeError(f"unknown speculative method {value['method']!r}")
+
+
+def _check_group(text: str, keys: list[str]) -> None:
+    # vLLM's parse_dataclass: human-readable numbers expanded outside strings, then the config class (a
+    # pydantic dataclass that forbids extra keys) validates the JSON object.
+    parts = re.split(r'("(?:[^"\\]|\\.)*")', text)
+    for i in range(0, len(parts), 2):
+        parts[i] = re.sub(r"\b\d+(?:\.\d+)?[kKmMgGtT]\b", lambda m: str(_human_int(m.group())), parts[i])
+    value = json.loads("".join(parts))
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("expected a JSON object")
+    for key in sorted(set(value) - set(keys)):
+        close = difflib.get_close_matches(key, keys, n=1)
+        raise argparse.ArgumentTypeError(f"unknown key {key!r}" + (f" (did you mean {close[0]}?)" if close else ""))
 
 
 class _EnableDisable(argparse.Action):
