@@ -7,6 +7,7 @@ Rerunnable: the venv and the wheel are reused when present.
 
     python scripts/snapshot_vllm.py [--version 0.33.0] [--workdir /tmp/vllm-snapshot]
     python scripts/snapshot_vllm.py --check   # every bundled stack's rendered argv through the REAL parser
+    python scripts/snapshot_vllm.py --registries-from-wheel vllm-0.33.0-...whl   # parser names only, no venv
 """
 from __future__ import annotations
 
@@ -123,8 +124,13 @@ def value_sets() -> dict:
     from vllm.config import SpeculativeConfig, cache, speculative
     from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
     from vllm.model_executor.model_loader import _LOAD_FORMAT_TO_MODEL_LOADER
+    from vllm.reasoning import ReasoningParserManager
+    from vllm.tool_parsers import ToolParserManager
 
     return {
+        # Names resolved at start-up (validate_api_server_args in entrypoints/common/cli_args.py).
+        "tool_call_parser": sorted(ToolParserManager.list_registered()),
+        "reasoning_parser": sorted(ReasoningParserManager.list_registered()),
         "quantization": sorted(QUANTIZATION_METHODS),
         "kv_cache_dtype": sorted(typing.get_args(cache.CacheDType)),
         "load_format": sorted(_LOAD_FORMAT_TO_MODEL_LOADER),
@@ -133,8 +139,63 @@ def value_sets() -> dict:
     }
 
 
+# The lazy registries, by module and dict name (vllm/tool_parsers/__init__.py, vllm/reasoning/__init__.py).
+REGISTRIES = {"tool_call_parser": ("vllm/tool_parsers/__init__.py", "_TOOL_PARSERS_TO_REGISTER"),
+              "reasoning_parser": ("vllm/reasoning/__init__.py", "_REASONING_PARSERS_TO_REGISTER")}
+
+
+def registries_from_wheel(wheel: Path) -> dict:
+    """The parser registries read from the wheel's source with `ast` (nothing imported): the names
+    ToolParserManager / ReasoningParserManager.list_registered() return, as no module registers eagerly."""
+    import ast
+
+    found = {}
+    with zipfile.ZipFile(wheel) as z:
+        for key, (path, var) in REGISTRIES.items():
+            tree = ast.parse(z.read(path).decode())
+            node = next(n for n in tree.body if isinstance(n, ast.Assign)
+                        and any(getattr(t, "id", None) == var for t in n.targets))
+            found[key] = sorted(ast.literal_eval(node.value))
+    return found
+
+
+def dataclass_keys_from_wheel(wheel: Path, dests: list[str]) -> dict:
+    """For each config-group option (parse_dataclass: pydantic, extra keys forbidden), the keys its JSON may
+    set: the init fields of the class EngineArgs annotates it with, read from the wheel with `ast`."""
+    import ast
+
+    with zipfile.ZipFile(wheel) as z:
+        trees = [ast.parse(z.read(n).decode()) for n in z.namelist() if n.startswith("vllm/config/") and n.endswith(".py")]
+        engine_args = ast.parse(z.read("vllm/engine/arg_utils.py").decode())
+    classes = {c.name: c for t in trees for c in t.body if isinstance(c, ast.ClassDef)}
+    ea = next(c for c in engine_args.body if isinstance(c, ast.ClassDef) and c.name == "EngineArgs")
+    annotations = {st.target.id: st.annotation for st in ea.body if isinstance(st, ast.AnnAssign)}
+    out = {}
+    for dest in dests:
+        name = next(n.id for n in ast.walk(annotations[dest]) if isinstance(n, ast.Name) and n.id in classes)
+        out[f"{dest}.keys"] = sorted(_init_fields(classes, name))
+    return out
+
+
+def _init_fields(classes: dict, name: str) -> set[str]:
+    import ast
+
+    cls, names = classes[name], set()
+    for base in cls.bases:
+        if isinstance(base, ast.Name) and base.id in classes:
+            names |= _init_fields(classes, base.id)
+    for st in cls.body:
+        if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name):
+            text = ast.unparse(st.annotation) + " = " + (ast.unparse(st.value) if st.value else "")
+            if "ClassVar" not in text and "init=False" not in text:
+                names.add(st.target.id)
+    return names
+
+
 def dump(version: str) -> dict:
     """Run inside the vLLM venv: every `vllm serve` option as plain data."""
+    import dataclasses
+
     os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
     import vllm
     from vllm.entrypoints.common.cli_args import make_arg_parser
@@ -161,9 +222,14 @@ def dump(version: str) -> dict:
             "nargs": a.nargs if a.nargs is None or isinstance(a.nargs, (int, str)) else str(a.nargs),
             "deprecated": bool(getattr(a, "deprecated", False)),
         })
+    values = value_sets()
+    for a in serve._actions:  # parse_dataclass(val, cls=...): the config class whose fields the JSON may set
+        if getattr(a.type, "__name__", "") == "parse_dataclass":
+            cls = a.type.__defaults__[0]
+            values[f"{a.dest}.keys"] = sorted(f.name for f in dataclasses.fields(cls) if f.init)
     return {"engine": "vllm", "version": vllm.__version__, "source": f"vllm=={version} wheel (PyPI), "
             "vllm.entrypoints.common.cli_args.make_arg_parser", "generator": "scripts/snapshot_vllm.py",
-            "values": value_sets(),
+            "values": values,
             "options": sorted(options, key=lambda o: (o["flags"][:1] or [""], o["dest"]))}
 
 
@@ -193,12 +259,30 @@ def rendered_argvs() -> list[list[str]]:
     return [list(s.args) for s in specs if s.engine == "vllm"]
 
 
+def add_registries(version: str, wheel: Path) -> None:
+    """Add the parser registries to the committed snapshot (when the full venv cannot be built)."""
+    target = ROOT / "infra" / "engines" / "snapshots" / f"vllm-{version}.json"
+    snap = json.loads(target.read_text())
+    snap["values"].update(registries_from_wheel(wheel))
+    snap["values_sources"] = {k: f"{wheel.name}: {path} {var} (ast)" for k, (path, var) in REGISTRIES.items()}
+    dests = [o["dest"] for o in snap["options"] if o.get("type_name") == "parse_dataclass"]
+    keys = dataclass_keys_from_wheel(wheel, dests)
+    snap["values"].update(keys)
+    snap["values_sources"].update({k: f"{wheel.name}: the init fields of EngineArgs.{k[:-5]}'s config class "
+                                   "(vllm/engine/arg_utils.py, vllm/config/*.py; ast)" for k in keys})
+    target.write_text(json.dumps(snap, indent=1, sort_keys=True) + "\n")
+    print(f"added {len(snap['values_sources'])} name sets to {target.relative_to(ROOT)}")
+
+
 def main() -> None:
     """Build the venv (once), dump the parser there, write the snapshot (or --check rendered argvs)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--version", default="0.33.0")
     ap.add_argument("--workdir", default="/tmp/vllm-snapshot", type=Path)
     ap.add_argument("--check", action="store_true", help="check bundled stacks' argv with the real parser")
+    ap.add_argument("--registries-from-wheel", type=Path, metavar="WHEEL",
+                    help="only add the post-parse name sets (parser registries, config-group keys) to the "
+                    "committed snapshot, read from a vLLM wheel")
     ap.add_argument("--dump", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--verify", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -207,6 +291,9 @@ def main() -> None:
         return
     if args.verify:
         json.dump(verify(json.load(sys.stdin)), sys.stdout)
+        return
+    if args.registries_from_wheel:
+        add_registries(args.version, args.registries_from_wheel)
         return
     py = build_venv(args.version, args.workdir)
     env = dict(os.environ, VLLM_TARGET_DEVICE="cpu", PYTHONPATH="")

@@ -93,7 +93,8 @@ def test_speculative_config_is_json_with_draft_in_models_dir():
     (["m", "--quantization", "bitsandbytes"], "bitsandbytes"),  # not a vLLM 0.33 method
     (["m", "--speculative-config", "{not json"], "speculative-config"),
     (["m", "--speculative-config", '{"method":"ngram","lookup":4}'], "lookup"),
-    (["m", "--max-num-se", "4"], "--max-num-se"),  # abbreviations: inferry always renders full names
+    (["m", "--max-num", "4"], "ambiguous option --max-num"),  # argparse refuses a prefix of several options
+    (["m", "--max-num-sqs", "4"], "did you mean --max-num-seqs"),
 ])
 def test_check_args_refuses_what_vllm_refuses(argv, needle):
     problems = check_args("vllm", "0.33.0", argv)

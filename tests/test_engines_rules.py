@@ -89,6 +89,6 @@ def test_trtllm_served_name_is_the_weights_folder_and_validate_says_when_it_is_n
     other = deployment({"kind": "tensorrt-llm"}, model={**BASE["model"], "weights": "s3://inferry-weights/l8b"})
     assert service_spec(other).served_model_name == "l8b"
     (p,) = [p for p in engine_checks(other) if p.path == "model.name"]
-    assert p.severity == "warning" and "will serve this model as 'l8b'" in p.message
+    assert p.severity == "warning" and "lists this model as 'l8b'" in p.message
     built = deployment({"kind": "tensorrt-llm", "backend": "tensorrt"}, model={**BASE["model"], "weights": "s3://inferry-weights/l8b"})
     assert service_spec(built).served_model_name == named.model.name  # the engine's folder is named after it

@@ -93,3 +93,46 @@ def test_options_import_with_the_standard_library_only():
             "assert check_args('vllm', '0.33.0', ['m', '--max-model-len', '32k']) == []; "
             "assert not [m for m in sys.modules if m.split('.')[0] in ('pydantic', 'yaml', 'jinja2')]")
     subprocess.run([sys.executable, "-S", "-c", code, str(ROOT)], check=True)
+
+
+def test_snapshot_vllm_reads_parser_registries_from_a_wheel(tmp_path):
+    import zipfile
+
+    wheel = tmp_path / "vllm-9.9.9-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("vllm/tool_parsers/__init__.py", "from x import y\n_TOOL_PARSERS_TO_REGISTER = {\n"
+                   "    'hermes': ('hermes_tool_parser', 'Hermes2ProToolParser'),\n"
+                   "    'llama3_json': ('llama_tool_parser', 'Llama3JsonToolParser'),\n}\n")
+        z.writestr("vllm/reasoning/__init__.py", "_REASONING_PARSERS_TO_REGISTER = {'qwen3': ('q', 'Q')}\n"
+                   "def register(): pass\n")
+    code = ("import sys, json, pathlib; sys.path.insert(0, 'scripts'); import snapshot_vllm as s; "
+            f"print(json.dumps(s.registries_from_wheel(pathlib.Path({str(wheel)!r}))))")
+    found = json.loads(subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                                      check=True).stdout)
+    assert found == {"tool_call_parser": ["hermes", "llama3_json"], "reasoning_parser": ["qwen3"]}
+
+
+def test_snapshot_vllm_reads_config_group_keys_from_a_wheel(tmp_path):
+    import zipfile
+
+    wheel = tmp_path / "vllm-9.9.9-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("vllm/config/compilation.py", textwrap.dedent('''
+            class PassBase:
+                enable_x: bool = False
+            @config
+            class CompilationConfig(PassBase):
+                KIND: ClassVar[str] = "c"
+                mode: int | None = None
+                cache: dict = field(default_factory=dict, init=False)
+                max_model_len: InitVar[int]
+            '''))
+        z.writestr("vllm/engine/arg_utils.py", textwrap.dedent('''
+            class EngineArgs:
+                compilation_config: CompilationConfig | None = get_field(VllmConfig, "compilation_config")
+            '''))
+    code = ("import sys, json, pathlib; sys.path.insert(0, 'scripts'); import snapshot_vllm as s; "
+            f"print(json.dumps(s.dataclass_keys_from_wheel(pathlib.Path({str(wheel)!r}), ['compilation_config'])))")
+    found = json.loads(subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                                      check=True).stdout)
+    assert found == {"compilation_config.keys": ["enable_x", "max_model_len", "mode"]}

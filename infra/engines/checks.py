@@ -42,16 +42,17 @@ def model_facts(d: Deployment) -> ModelFacts | None:
 
 def served_name_problems(d: Deployment) -> list[Problem]:
     """TensorRT-LLM lists a model under its folder's name (no option chooses it): say so when that is not
-    model.name, since clients ask for the listed name."""
+    model.name. Requests for model.name still work: trtllm-serve never checks the requested model
+    (tensorrt_llm/serve/openai_server.py, OpenAIServer.openai_chat), and the health gate waits for the listed name."""
     from infra.engines.trtllm import service_spec
 
     served = service_spec(d).served_model_name
     if served == d.model.name:
         return []
-    return [Problem("model.name", f"TensorRT-LLM will serve this model as {served!r} (the name of its folder: "
-                    "trtllm-serve has no option to choose it), not as model.name", found=d.model.name,
-                    hint=f"clients must ask for {served!r}; or name the weights' folder (the last part of "
-                    "model.weights) after model.name", severity="warning")]
+    return [Problem("model.name", f"TensorRT-LLM lists this model as {served!r} in /v1/models (the name of its "
+                    "folder: trtllm-serve has no option to choose it); requests for model.name are served too",
+                    found=d.model.name, hint=f"to list it as {d.model.name!r}, name the weights' folder (the last "
+                    "part of model.weights) after model.name", severity="warning")]
 
 
 def engine_checks(d: Deployment) -> list[Problem]:
@@ -68,7 +69,11 @@ def engine_checks(d: Deployment) -> list[Problem]:
         problems += rules.tp_rule(e.tensor_parallel_size, facts.heads, facts.kv_heads)
         problems += rules.context_rule(e.max_model_len, facts.max_context)
     if isinstance(e, TrtllmEngine):
-        problems += rules.trtllm_rules(e) + served_name_problems(d)
+        problems += rules.trtllm_rules(d) + served_name_problems(d)
     if isinstance(e, (VllmEngine, TrtllmEngine)) and not any(p.path == "engine.backend" for p in problems):
         problems += rules.option_rule(d)
+    if isinstance(e, VllmEngine):  # it says nothing when the parser already refuses the command line
+        from infra.engines.vllm_startup import startup_problems
+
+        problems += startup_problems(d, facts.max_context if facts else None)
     return problems

@@ -7,6 +7,7 @@ scripts/snapshot_vllm.py; TensorRT-LLM's from its source via scripts/snapshot_tr
 from __future__ import annotations
 
 import argparse
+import difflib
 import functools
 import json
 import re
@@ -24,8 +25,13 @@ class OptionError(ValueError):
 
 
 class _Parser(argparse.ArgumentParser):
+    flexible = False  # vLLM: rewrite argv as FlexibleArgumentParser does before parsing
+
     def error(self, message: str):  # raise instead of printing usage and exiting
         raise OptionError(message)
+
+    def parse_args(self, args=None, namespace=None):  # noqa: D102 - argparse's, plus vLLM's rewriting
+        return super().parse_args(flexible_args(list(args)) if self.flexible else args, namespace)
 
 
 @functools.lru_cache(maxsize=None)
@@ -39,19 +45,16 @@ def snapshot(engine: str, version: str) -> dict:
 
 
 def _human_int(text: str) -> int:
-    # vLLM's human_readable_int: digits with an optional k/m/g (x1000) or K/M/G (x1024) suffix.
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kmgtKMGT]?)", text.strip())
-    if text.strip() == "auto" or text.strip() == "-1":
-        return -1
+    """vLLM's human_readable_int (vllm/utils/argparse_utils.py): k/m/g/t multiply by 1000s (decimals allowed),
+    K/M/G/T by 1024s (whole numbers only), else a plain int."""
+    value = text.strip()
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", value)
     if not m:
-        raise ValueError(f"not a number with an optional k/m/g suffix: {text!r}")
-    num, unit = m.groups()
-    scale = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
-             "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}[unit]
-    value = float(num) * scale
-    if value != int(value):
-        raise ValueError(f"not a whole number of tokens: {text!r}")
-    return int(value)
+        return int(value)
+    number, suffix = m.groups()
+    if suffix.islower():
+        return int(float(number) * 10 ** (3 * "kmgt".index(suffix) + 3))
+    return int(number) * 2 ** (10 * "KMGT".index(suffix) + 10)  # int("1.5") raises, as vLLM refuses it
 
 
 def _json(text: str) -> Any:
@@ -74,15 +77,25 @@ def _type_fn(opt: dict, snap: dict) -> Callable[[str], Any]:
     choices = opt.get("choices")
     allowed = snap.get("values", {}).get(_VALUE_SETS.get(opt["dest"], ""), None)
     check_spec = opt["dest"] == "speculative_config" and "speculative_config.keys" in snap.get("values", {})
+    group_keys = snap.get("values", {}).get(f"{opt['dest']}.keys") if opt.get("type_name") == "parse_dataclass" else None
+
+    optional = opt.get("type_name") == "_optional_type" and (choices is None or "None" in choices)
+    auto = opt.get("type_name") == "human_readable_int_or_auto"
 
     def convert(text: str) -> Any:
+        if optional and text in ("", "None"):  # vLLM's optional_type: unset
+            return None
+        if auto and text.strip().lower() in ("auto", "-1"):  # human_readable_int_or_auto
+            return -1
         if choices is not None and text not in choices:
-            raise ValueError(f"invalid choice {text!r} (choose from {', '.join(choices)})")
+            raise argparse.ArgumentTypeError(f"invalid choice {text!r} (choose from {', '.join(choices)})")
         if allowed is not None and text not in allowed:
-            raise ValueError(f"{text!r} is not one of this version's values ({', '.join(allowed)})")
+            raise argparse.ArgumentTypeError(f"{text!r} is not one of this version's values ({', '.join(allowed)})")
         value = base(text)
         if check_spec:
             _check_speculative(value, snap["values"])
+        if group_keys is not None:
+            _check_group(text, group_keys)
         return value
 
     convert.__name__ = opt.get("type") or "str"  # argparse names the type in its messages
@@ -91,12 +104,26 @@ def _type_fn(opt: dict, snap: dict) -> Callable[[str], Any]:
 
 def _check_speculative(value: Any, values: dict) -> None:
     if not isinstance(value, dict):
-        raise ValueError("expected a JSON object")
+        raise argparse.ArgumentTypeError("expected a JSON object")
     unknown = sorted(set(value) - set(values["speculative_config.keys"]))
     if unknown:
-        raise ValueError(f"unknown speculative-config keys: {', '.join(unknown)}")
+        raise argparse.ArgumentTypeError(f"unknown speculative-config keys: {', '.join(unknown)}")
     if "method" in value and value["method"] not in values["speculative_config.method"]:
-        raise ValueError(f"unknown speculative method {value['method']!r}")
+        raise argparse.ArgumentTypeError(f"unknown speculative method {value['method']!r}")
+
+
+def _check_group(text: str, keys: list[str]) -> None:
+    # vLLM's parse_dataclass: human-readable numbers expanded outside strings, then the config class (a
+    # pydantic dataclass that forbids extra keys) validates the JSON object.
+    parts = re.split(r'("(?:[^"\\]|\\.)*")', text)
+    for i in range(0, len(parts), 2):
+        parts[i] = re.sub(r"\b\d+(?:\.\d+)?[kKmMgGtT]\b", lambda m: str(_human_int(m.group())), parts[i])
+    value = json.loads("".join(parts))
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("expected a JSON object")
+    for key in sorted(set(value) - set(keys)):
+        close = difflib.get_close_matches(key, keys, n=1)
+        raise argparse.ArgumentTypeError(f"unknown key {key!r}" + (f" (did you mean {close[0]}?)" if close else ""))
 
 
 class _EnableDisable(argparse.Action):
@@ -124,26 +151,100 @@ def _add(p: argparse.ArgumentParser, opt: dict, snap: dict) -> None:
         p.add_argument(*flags, dest=opt["dest"], nargs=opt.get("nargs"), type=_type_fn(opt, snap))
 
 
+@functools.lru_cache(maxsize=8)  # built once per version: parse_args leaves a parser as it was
 def parser(engine: str, version: str) -> argparse.ArgumentParser:
     """An argparse parser that accepts what `vllm serve` / `trtllm-serve` of that version accepts."""
     snap = snapshot(engine, version)
     prog = "vllm serve" if engine == "vllm" else "trtllm-serve"
-    p = _Parser(prog=prog, add_help=False, allow_abbrev=False)
+    # argparse's default allow_abbrev (vLLM keeps it: a unique prefix works); click matches names exactly.
+    p = _Parser(prog=prog, add_help=False, allow_abbrev=engine == "vllm")
+    p.flexible = engine == "vllm"
     for opt in snap["options"]:
         _add(p, opt, snap)
     return p
+
+
+def flexible_args(args: list[str]) -> list[str]:
+    """argv as vLLM's FlexibleArgumentParser.parse_args rewrites it before argparse sees it
+    (vllm/utils/argparse_utils.py): `_` -> `-` in names up to the first dot, -O3 / -O 3 -> --optimization-level,
+    dot keys (--a.b.c V, --a.b=V, list append --a.b+ x,y) merged into one JSON value per option."""
+    if "--config" in args:  # vLLM would read a YAML file on the host; inferry ships none
+        raise OptionError("--config reads a YAML file on the GPU host, which inferry does not ship: "
+                          "write its options as flags instead")
+    out: list[str] = []
+    for i, arg in enumerate(args):
+        if arg.startswith("--"):
+            key, eq, value = arg.partition("=")
+            out.append(re.sub(r"(?<=--)[^.]*", lambda m: m.group(0).replace("_", "-"), key, count=1) + eq + value)
+        elif arg.startswith("-O") and arg != "-O":
+            out += ["--optimization-level", arg[3:] if arg[2] == "=" else arg[2:]]
+        elif arg == "-O" and i + 1 < len(args) and args[i + 1] in {"0", "1", "2", "3"}:
+            out.append("--optimization-level")
+        else:
+            out.append(arg)
+    return _merge_dot_keys(out)
+
+
+def _merge_dot_keys(args: list[str]) -> list[str]:
+    dicts: dict[str, dict] = {}
+    skip: set[int] = set()
+    for i, arg in enumerate(args):
+        if i in skip or (arg.startswith("--") and "." not in arg) or not (arg.startswith("-") and "." in arg):
+            continue
+        if "=" in arg:
+            arg, value = arg.split("=", 1)
+            if "." not in arg:  # the dot was in the value only
+                continue
+        elif i + 1 < len(args):
+            value = args[i + 1]
+            skip.add(i + 1)
+        else:  # vLLM reads past the end here (IndexError): it does not start
+            raise OptionError(f"{arg} expects a value")
+        if arg.endswith("+"):
+            arg, value = arg[:-1], json.dumps(value.split(","))
+        key, *keys = arg.split(".")
+        nested: Any = _dot_value(value)
+        for k in reversed(keys):
+            nested = {k: nested}
+        _deep_update(dicts.setdefault(key, {}), nested)
+        skip.add(i)
+    kept = [a for i, a in enumerate(args) if i not in skip]
+    return kept + [x for key, value in dicts.items() for x in (key, json.dumps(value))]
+
+
+def _dot_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        try:  # vLLM: human-readable numbers for dotted values (--x.y 80g), else the string
+            return _human_int(text)
+        except ValueError:
+            return text
+
+
+def _deep_update(original: dict, update: dict) -> None:
+    for k, v in update.items():
+        if isinstance(v, dict) and isinstance(original.get(k), dict):
+            _deep_update(original[k], v)
+        elif isinstance(v, list) and isinstance(original.get(k), list):
+            original[k] += v
+        else:
+            original[k] = v
+
+
+def parse(engine: str, version: str, args: list[str] | tuple[str, ...]) -> argparse.Namespace:
+    """The namespace the engine's parser makes of a command line (raises OptionError when it refuses it)."""
+    return parser(engine, version).parse_args(list(args))
 
 
 def check_args(engine: str, version: str, args: list[str] | tuple[str, ...]) -> list[str]:
     """Every problem with a command line (flags after the subcommand) for that engine version; [] if none."""
     try:
         p = parser(engine, version)
+        tokens = flexible_args(list(args)) if p.flexible else list(args)
     except OptionError as e:
         return [str(e)]
-    problems = []
-    for token in args:
-        if token.startswith("--") and "=" not in token and not _known(p, token):
-            problems.append(f"unknown option {token}")
+    problems = [_unknown(p, t) for t in tokens if t.startswith("--") and not _known(p, t.split("=", 1)[0])]
     if problems:
         return problems
     try:
@@ -153,8 +254,32 @@ def check_args(engine: str, version: str, args: list[str] | tuple[str, ...]) -> 
     return problems
 
 
-def _known(p: argparse.ArgumentParser, token: str) -> bool:
-    return token in p._option_string_actions or re.fullmatch(r"--?\d.*", token) is not None
+def abbreviations(engine: str, version: str, args: list[str] | tuple[str, ...]) -> list[tuple[str, str]]:
+    """(token, full option) for each option written as a prefix that the parser expands."""
+    p = parser(engine, version)
+    tokens = flexible_args(list(args)) if p.flexible else list(args)
+    found = []
+    for t in tokens:
+        key = t.split("=", 1)[0]
+        if t.startswith("--") and key not in p._option_string_actions and len(_prefixed(p, key)) == 1:
+            found.append((key, _prefixed(p, key)[0]))
+    return found
+
+
+def _prefixed(p: argparse.ArgumentParser, key: str) -> list[str]:
+    return sorted(o for o in p._option_string_actions if o.startswith(key)) if p.allow_abbrev else []
+
+
+def _known(p: argparse.ArgumentParser, key: str) -> bool:
+    return key in p._option_string_actions or len(_prefixed(p, key)) == 1 or re.fullmatch(r"--?\d.*", key) is not None
+
+
+def _unknown(p: argparse.ArgumentParser, token: str) -> str:
+    key = token.split("=", 1)[0]
+    if len(_prefixed(p, key)) > 1:
+        return f"ambiguous option {key} (could be {', '.join(_prefixed(p, key)[:5])})"
+    close = difflib.get_close_matches(key, list(p._option_string_actions), n=1)
+    return f"unknown option {key}" + (f" (did you mean {close[0]}?)" if close else "")
 
 
 def check_yaml(version: str, config: dict, backend: str = "pytorch") -> list[str]:

@@ -86,14 +86,21 @@ def option_rule(d: Deployment) -> list[Problem]:
     return problems
 
 
-def trtllm_rules(e: TrtllmEngine) -> list[Problem]:
-    """TensorRT-LLM-only combinations: backend per version, quantization on the PyTorch backend."""
+def trtllm_rules(d: Deployment) -> list[Problem]:
+    """TensorRT-LLM-only combinations: backend per version, quantization on the PyTorch backend, extra_options
+    against the typed fields and the backend's YAML rules."""
+    from infra.engines import trtllm, trtllm_options
+
+    e = d.engine
+    assert isinstance(e, TrtllmEngine)
     problems = backend_rule(e.version, e.backend)
     if e.backend == "pytorch" and e.quantization is not None:
         # The PyTorch backend reads the quantization from the checkpoint (ModelOpt hf_quant_config.json).
         problems.append(Problem("engine.quantization", "the PyTorch backend takes quantization from a "
                                 "pre-quantized checkpoint, not from a flag", repr(e.quantization),
                                 severity="warning", hint="point model.weights at a ModelOpt-quantized checkpoint"))
+    problems += trtllm_options.conflict_problems(d)
+    problems += trtllm_options.tensorrt_backend_problems(e, trtllm.config_yaml(d))
     if e.kv_cache_dtype == "fp8_e5m2":
         problems.append(Problem("engine.kv_cache_dtype", "TensorRT-LLM's FP8 KV cache is E4M3 only",
                                 "'fp8_e5m2'", hint="use fp8"))

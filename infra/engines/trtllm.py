@@ -21,6 +21,7 @@ from infra.config import Deployment, TrtllmEngine
 from infra.config_engines import TrtllmBuild
 from infra.engines.common import Flag, hf_env, render_flags, weights_dir
 from infra.engines.spec import MODELS_DIR, BuildStep, ServiceSpec, SpecFile
+from infra.engines.trtllm_options import deep_merge
 
 IMAGE = "nvcr.io/nvidia/tensorrt-llm/release:{version}"  # NGC tags are the release version
 COMMAND = ("trtllm-serve",)
@@ -80,13 +81,16 @@ def speculative_config(d: Deployment, draft_dir: str | None) -> dict | None:
 
 
 def config_yaml(d: Deployment, draft_dir: str | None = None) -> dict:
-    """The --config YAML as data: every stack field without a trtllm-serve flag maps here, once."""
+    """The --config YAML as data: every stack field without a trtllm-serve flag maps here, once, and
+    engine.extra_options merged in deeply (validate refuses a key both set)."""
     e = _e(d)
     kv: dict = {}
     if e.enable_block_reuse is not None:
         kv["enable_block_reuse"] = e.enable_block_reuse
-    if e.kv_cache_dtype != "auto":
-        kv["dtype"] = "fp8"  # the PyTorch backend names FP8 KV cache 'fp8' (KvCacheConfig.dtype)
+    # The PyTorch backend names FP8 KV cache 'fp8' (KvCacheConfig.dtype); the TensorRT backend refuses the
+    # key (TrtLlmArgs.validate_kv_cache_dtype): its engine build bakes FP8 KV cache in instead (build_step).
+    if e.kv_cache_dtype != "auto" and e.backend == "pytorch":
+        kv["dtype"] = "fp8"
     conf: dict = {}
     if kv:
         conf["kv_cache_config"] = kv
@@ -95,7 +99,12 @@ def config_yaml(d: Deployment, draft_dir: str | None = None) -> dict:
     spec = speculative_config(d, draft_dir)
     if spec is not None:
         conf["speculative_config"] = spec
-    return {**conf, **e.extra_options}
+    conf = deep_merge(conf, e.extra_options)
+    if "kv_cache_config" in conf:
+        # The YAML block replaces the one --kv_cache_free_gpu_memory_fraction built (trtllm_options docstring).
+        conf["kv_cache_config"] = {"free_gpu_memory_fraction": e.kv_cache_free_gpu_memory_fraction,
+                                   **conf["kv_cache_config"]}
+    return conf
 
 
 def build_step(d: Deployment, weights: str, weights_digest: str | None = None) -> BuildStep:

@@ -102,6 +102,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def _model(self, name: str) -> dict:
         a = self.state.args
+        if a.engine == "tensorrt-llm":  # tensorrt_llm/serve/openai_protocol.py ModelCard: four fields
+            return {"id": name, "object": "model", "created": self.state.created, "owned_by": "tensorrt_llm"}
         return {"id": name, "object": "model", "created": self.state.created, "owned_by": "vllm", "root": a.model,
                 "parent": None, "max_model_len": a.max_model_len,
                 "permission": [{"id": f"modelperm-{uuid.uuid4().hex}", "object": "model_permission",
@@ -122,7 +124,9 @@ class Handler(BaseHTTPRequestHandler):
             return self._json(404, {"detail": "Not Found"})
         if not self.state.healthy:
             return self._error(503, "The engine is not ready", "ServiceUnavailableError")
-        if body.get("model") not in self.state.args.served_model_names:
+        # vLLM refuses a model it does not serve; trtllm-serve's openai_chat never looks at the requested
+        # model (it echoes it back), so clients may ask for any name there.
+        if self.state.args.engine == "vllm" and body.get("model") not in self.state.args.served_model_names:
             return self._error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError", "model")
         self._chat(body)
 
@@ -132,7 +136,7 @@ class Handler(BaseHTTPRequestHandler):
         words, reason = reply_text(messages, body.get("max_completion_tokens") or body.get("max_tokens"))
         prompt = count_tokens(messages)
         usage = {"prompt_tokens": prompt, "completion_tokens": len(words), "total_tokens": prompt + len(words)}
-        rid, model = f"chatcmpl-{uuid.uuid4().hex}", body["model"]
+        rid, model = f"chatcmpl-{uuid.uuid4().hex}", body.get("model")
         self.state.metrics.started()
         ttft = 0.0
         try:
