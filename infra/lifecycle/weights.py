@@ -11,8 +11,8 @@ def _store(stack: Stack):
     """(settings for the bucket holding the model, model prefix) in the stack's store."""
     from infra.storage.settings import StoreSettings
 
-    m = stack.deployment.model
-    return StoreSettings.from_stack(stack).with_bucket(m.weights_bucket), m.weights_prefix
+    # The model's prefix is the same in every stack; the bucket is each stack's own storage.bucket.
+    return StoreSettings.from_stack(stack), stack.deployment.model.weights_prefix
 
 
 class StoreWeights:

@@ -80,9 +80,9 @@ def check_kubernetes(d: Deployment) -> list[Problem]:
     if not t.context:
         problems.append(Problem("target.context", "required: inferry never deploys to the ambient current-context",
                                 hint="set the kubeconfig context name (kubectl config get-contexts)"))
-    if t.weights_delivery != "stream" and not d.model.weights.startswith("s3://"):
-        problems.append(Problem("model.weights", "pods fetch weights from the store: expected s3://BUCKET/PREFIX",
-                                repr(d.model.weights)))
+    if t.weights_delivery != "stream" and not d.model.in_store:
+        problems.append(Problem("model.weights", "pods fetch weights from the store: expected the model's key "
+                                "prefix in storage.bucket, e.g. llama-3.1-8b-instruct", repr(d.model.weights)))
     if len(app_name(d)) > 52:
         problems.append(Problem("model.name", "too long for Kubernetes object names", repr(d.model.name)))
     return problems
