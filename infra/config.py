@@ -68,7 +68,7 @@ class ModelConfig(Strict):
         if v.startswith("s3://"):  # the old form; check_bucket requires BUCKET to be storage.bucket
             bucket, _, prefix = v[5:].partition("/")
             if not re.match(BUCKET_NAME, bucket) or not prefix.strip("/"):
-                raise ValueError("expected a key prefix such as llama-3.1-8b-instruct (inside storage.bucket)")
+                raise ValueError(_prefix_problem(""))
         else:
             prefix = v
         problem = _prefix_problem(prefix.rstrip("/"))
