@@ -71,11 +71,11 @@ def two_buckets(tmp_path, s3_server_factory, monkeypatch):
     """Two stacks whose stores use different bucket names (global names: AWS has one, the EU cloud another)."""
     a = s3_server_factory(access_key="a-access", secret_key="a-secret-key-0123")
     b = s3_server_factory(access_key="b-access", secret_key="b-secret-key-4567")
-    for prefix, server, bucket in (("WA", a, "weights-aws-prod"), ("WB", b, "weights-eu-prod")):
+    for prefix, server in (("WA", a), ("WB", b)):
         monkeypatch.setenv(f"{prefix}_S3_ACCESS", server.access_key)
         monkeypatch.setenv(f"{prefix}_S3_SECRET", server.secret_key)
         monkeypatch.setenv(f"{prefix}_API_KEY", "k")
-        (server.root / bucket).mkdir(parents=True, exist_ok=True)
+    (a.root / "weights-aws-prod").mkdir(parents=True)  # B's bucket does not exist yet: the copy creates it
     model = make_model(tmp_path / "model")
     return a, b, model
 
@@ -101,8 +101,10 @@ def test_migrate_copies_into_the_target_stacks_own_bucket(tmp_path, two_buckets,
     plan = Migration(sa, sb, deployer=None, weights=w, root=tmp_path / "state").plan()
     assert not [d for d in plan.diffs if d.section in ("model", "engine")], plan.diffs  # model stays identical
     assert "storage.bucket" in [d.path for d in plan.diffs]
-    t = w.copy(sa, sb, print)
+    lines = []
+    t = w.copy(sa, sb, lines.append)
     w.verify(sb)
+    assert lines[0] == f"created bucket weights-eu-prod at {b.endpoint}"
     assert t.bytes_copied == t.bytes_total > 3 << 20
     stored = b.root / "weights-eu-prod" / PREFIX
     assert (stored / "model.safetensors").read_bytes() == (model / "model.safetensors").read_bytes()

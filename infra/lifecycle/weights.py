@@ -27,10 +27,13 @@ class StoreWeights:
         return remote.read_manifest(Store.of(settings), prefix).total
 
     def copy(self, src: Stack, dst: Stack, progress: Progress) -> Transfer:
-        """Copy what dst's store lacks (resumable: files already there are skipped)."""
+        """Copy what dst's store lacks into dst's own bucket, created if missing (resumable: files there are skipped)."""
+        from infra.storage.bucket import ensure_bucket
         from infra.storage.sync import copy
 
         (s, s_prefix), (d, d_prefix) = _store(src), _store(dst)
+        if ensure_bucket(d):  # B is brought up after the copy; its `up` adopts the bucket
+            progress(f"created bucket {d.bucket} at {d.endpoint}")
         result = copy(s, s_prefix, d, d_prefix)
         progress(result.summary)
         return Transfer(result.manifest.total, result.bytes_moved, result.seconds)

@@ -36,6 +36,9 @@ class StoreSettings:
     connect_timeout: float = 5.0
     read_timeout: float = 60.0
     retries: int = 3
+    # The fix printed when the bucket is missing: it names what the user set (a flag or a stack field).
+    missing_bucket_fix: str = field(default="create it (`inferry up` creates the stack's bucket) or fix storage.bucket",
+                                    compare=False, repr=False)
 
     @classmethod
     def from_config(cls, cfg: StorageConfig, access_key: str, secret_key: str, **tuning) -> StoreSettings:
@@ -159,8 +162,7 @@ def _client_error(code: str, text: str, s: StoreSettings, where: str, action: st
         return StorageError(f"cannot {action}: the store rejected the credentials ({code})",
                             "check storage.access_key_id / storage.secret_access_key (or AWS_* env)", where=where)
     if code in ("NoSuchBucket", "404") and action != "read object":
-        return StorageError(f"bucket {s.bucket} does not exist at {s.endpoint}",
-                            "create it (inferry up creates the WeightStore bucket) or fix storage.bucket", where=where)
+        return StorageError(f"bucket {s.bucket} does not exist at {s.endpoint}", s.missing_bucket_fix, where=where)
     if code == "InvalidBucketName":
         return StorageError(f"the endpoint rejects bucket name {s.bucket!r}: {scrub(text.split(': ', 1)[-1], s)}",
                             "use 3-63 lowercase letters, digits and hyphens", where=where)
