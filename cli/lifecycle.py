@@ -126,40 +126,69 @@ def migrate(
     m.run(destroy_source)
 
 
+OPTIONAL_STACK = typer.Argument(None, help=STACK_HELP + " (may be left out with --endpoint)")
+KEY_ENV = typer.Option("INFERRY_API_KEY", "--api-key-env", metavar="VAR",
+                       help="with --endpoint and no STACK: the environment variable holding the API key")
+JSON = typer.Option(False, "--json", help="print JSON for machines")
+
+
+def _stack_or_none(stack: str | None, endpoint: object) -> object:
+    if stack is None and not endpoint:
+        raise InferryError("no stack or endpoint given", "pass STACK (its endpoints come from the Pulumi outputs), "
+                           "or --endpoint URL", where="arguments")
+    return load_stack(stack) if stack else None
+
+
 @handle_errors
-def status(stack: str = typer.Argument(..., help=STACK_HELP)) -> None:
+def status(stack: str = OPTIONAL_STACK,
+           endpoint: list[str] = typer.Option(None, "--endpoint", metavar="URL",
+                                              help="probe this URL instead of the stack's Pulumi outputs "
+                                              "(repeatable; needs no Pulumi CLI)"),
+           api_key_env: str = KEY_ENV, as_json: bool = JSON) -> None:
     """Each endpoint's health and live engine metrics (KV cache, queue, time to first token); on SSH hosts,
     each engine's state and restarts since the last apply."""
-    from infra.lifecycle.status import endpoint_status, host_status
+    from infra.lifecycle.direct import api_key, checked_urls
+    from infra.lifecycle.status import endpoint_status, host_status, status_json
 
-    s = load_stack(stack)
-    found = endpoints(make_deployer().outputs(s), s.name)
-    results = [endpoint_status(url) for url in found]
-    for r in results:
-        for line in r.lines():
+    s = _stack_or_none(stack, endpoint)
+    found = checked_urls(endpoint) if endpoint else endpoints(make_deployer().outputs(s), s.name)
+    key = api_key(s, api_key_env, required=False)
+    results = [endpoint_status(url, api_key=key) for url in found]
+    hosts = host_status(s) if s is not None else []
+    if as_json:
+        say(json.dumps(status_json(results, hosts), indent=2))
+    else:
+        for line in [line for r in results for line in r.lines()] + hosts:
             say(line)
-    for line in host_status(s):
-        say(line)
     if not all(r.healthy for r in results):
         raise typer.Exit(1)
 
 
 @handle_errors
 def bench(
-    stack: str = typer.Argument(..., help=STACK_HELP),
+    stack: str = OPTIONAL_STACK,
+    endpoint: str = typer.Option(None, "--endpoint", metavar="URL", help="load this URL instead of the stack's "
+                                 "(needs no Pulumi CLI; without STACK the model is the first /v1/models lists)"),
+    api_key_env: str = KEY_ENV,
     requests: int = typer.Option(64, help="how many chat completions"),
     concurrency: int = typer.Option(8, help="at most this many at a time"),
     prompt_tokens: int = typer.Option(256, help="prompt length (tokens, about)"),
     output_tokens: int = typer.Option(128, help="output length (tokens)"),
-    json_out: Path = typer.Option(None, "--json", help="write the report here (default .inferry/bench/STACK.json)"),
+    report: Path = typer.Option(None, "--report", help="write the report here (default .inferry/bench/NAME.json)"),
+    as_json: bool = typer.Option(False, "--json", help="print the report as JSON for machines"),
 ) -> None:
     """Load the endpoint; print tokens/s, TTFT and inter-token latency; record tokens/s for `inferry plan`."""
-    from infra.lifecycle.bench import run_bench
+    from infra.lifecycle.bench import run_bench, target_of
 
-    s = load_stack(stack)
+    s = _stack_or_none(stack, endpoint)
     spec_args = dict(requests=requests, concurrency=concurrency, prompt_tokens=prompt_tokens,
                      output_tokens=output_tokens)
-    for line in run_bench(s, make_deployer(), spec_args, json_out):
+    target = target_of(s, None if endpoint else make_deployer(), endpoint, api_key_env)
+    doc, lines = run_bench(target, spec_args, report)
+    if as_json:
+        say(json.dumps(doc, indent=2))
+        return
+    for line in lines:
         say(line)
 
 

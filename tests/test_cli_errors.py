@@ -49,9 +49,9 @@ CASES = [
      ["broken.safetensors is a broken link", "download the model again"]),
     (["weights", "pull", "{tmp}/blocked", "--endpoint", "{s3}", "--bucket", "cli-errors", "-p", "m"], 1,
      ["Is a directory", "blocked/model.safetensors", "remove or fix what is in the way"]),
-    (["bench", "{stack}", "--requests", "2", "--json", "{tmp}/afile/r.json"], 1, ["--json", "cannot write"]),
-    (["bench", "{stack}", "--requests", "2", "--json", "{tmp}"], 1, ["--json", "Is a directory"]),
-    (["bench", "{stack}", "--requests", "2", "--json", "{tmp}/r.json"], 1, ["none of 2 request(s) completed"]),
+    (["bench", "{stack}", "--requests", "2", "--report", "{tmp}/afile/r.json"], 1, ["--report", "cannot write"]),
+    (["bench", "{stack}", "--requests", "2", "--report", "{tmp}"], 1, ["--report", "Is a directory"]),
+    (["bench", "{stack}", "--requests", "2", "--report", "{tmp}/r.json"], 1, ["none of 2 request(s) completed"]),
     (["status", "{stack}"], 1, ["NOT HEALTHY"]),
 ]
 
