@@ -37,8 +37,10 @@ def say(line: str) -> None:
 def preview(stack: str = typer.Argument(..., help=STACK_HELP)) -> None:
     """Show what `inferry up` would change."""
     s = load_stack(stack)
+    deployer = make_deployer()
+    deployer.check(s)  # a missing Pulumi CLI is said before any progress line
     say(f"previewing {s.name}")
-    changes = make_deployer().preview(s, say)
+    changes = deployer.preview(s, say)
     say(f"{s.name} would change: {changes.line()}")
 
 
@@ -54,8 +56,10 @@ def up(stack: str = typer.Argument(..., help=STACK_HELP),
     if verify_weights:  # the dynamic-provider plugin inherits the environment through the Pulumi CLI
         os.environ[VERIFY_WEIGHTS] = "1"
     s = load_stack(stack)
+    deployer = make_deployer()
+    deployer.check(s)
     say(f"updating {s.name}")
-    outputs = make_deployer().up(s, say)
+    outputs = deployer.up(s, say)
     for key, value in sorted(outputs.items()):
         say(f"  {key}: {value.shown()}")
 
@@ -64,8 +68,10 @@ def up(stack: str = typer.Argument(..., help=STACK_HELP),
 def refresh(stack: str = typer.Argument(..., help=STACK_HELP)) -> None:
     """Read every resource back from its host or store; print what drifted (the next `inferry up` repairs it)."""
     s = load_stack(stack)
+    deployer = make_deployer()
+    deployer.check(s)
     say(f"refreshing {s.name}")
-    changes = make_deployer().refresh(s, say)
+    changes = deployer.refresh(s, say)
     say(f"{s.name} refreshed: {changes.line()}")
 
 
@@ -74,10 +80,12 @@ def destroy(stack: str = typer.Argument(..., help=STACK_HELP),
             yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation")) -> None:
     """Delete every resource of the stack (the weight store's bucket stays unless force_destroy)."""
     s = load_stack(stack)
+    deployer = make_deployer()
+    deployer.check(s)  # before the question: a yes must not lead to "Pulumi is missing"
     if not yes:
         confirm(f"destroy every resource of stack {s.name}?")
     say(f"destroying {s.name}")
-    changes = make_deployer().destroy(s, say)
+    changes = deployer.destroy(s, say)
     say(f"{s.name} destroyed: {changes.line()}")
 
 
@@ -112,7 +120,10 @@ def migrate(
     from infra.lifecycle.migrate import Migration
 
     a, b = load_stack(source), load_stack(target)
-    m = Migration(a, b, make_deployer(), make_weights(), say=say, drain=Drain(drain_grace, drain_timeout))
+    deployer = make_deployer()
+    for s in (a, b):  # bring-up and destroy need the Pulumi CLI: find out before any weights are copied
+        deployer.check(s)
+    m = Migration(a, b, deployer, make_weights(), say=say, drain=Drain(drain_grace, drain_timeout))
     plan = m.plan(allow_changes)
     say(f"migrate {a.name} -> {b.name}")
     for d in plan.diffs:

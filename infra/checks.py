@@ -8,7 +8,7 @@ from infra.regions import in_eu
 
 def check_bucket(d: Deployment) -> list[Problem]:
     """An old-style s3://BUCKET/PREFIX location must name this stack's own bucket."""
-    bucket, prefix = d.model.weights_bucket, d.model.weights_prefix
+    bucket, prefix = d.model.legacy_bucket, d.model.weights_prefix
     if bucket is None or bucket == d.storage.bucket:
         return []
     return [Problem("model.weights", f"names bucket {bucket!r} but storage.bucket is {d.storage.bucket!r}",

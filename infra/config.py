@@ -82,7 +82,7 @@ class ModelConfig(Strict):
         return not self.weights.startswith("/")
 
     @property
-    def weights_bucket(self) -> str | None:
+    def legacy_bucket(self) -> str | None:
         """The bucket an old-style s3://BUCKET/PREFIX location names; None for a key prefix or a path."""
         return self.weights[5:].split("/", 1)[0] if self.weights.startswith("s3://") else None
 

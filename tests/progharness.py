@@ -168,6 +168,9 @@ class ProgramHarness:
             pulumi.export = original  # type: ignore[assignment]
         return mocks, outputs
 
+    def check(self, stack: Stack) -> None:
+        """The harness runs the program in this process: nothing to check."""
+
     def up(self, stack: Stack, progress: Progress) -> dict[str, OutputValue]:
         """Run the program; apply creates/updates; delete what the program no longer declares."""
         old = self.state(stack)["resources"]
