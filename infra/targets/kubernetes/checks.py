@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 from infra.config import Deployment, KubernetesTarget as TargetSection
-from infra.errors import Problem
+from infra.errors import ConfigError, Problem
 from infra.targets.kubernetes.names import app_name
 
 # Kubernetes apimachinery validation rules (k8s.io/apimachinery/pkg/util/validation).
@@ -48,6 +48,12 @@ def _scaling(d: Deployment, t: TargetSection) -> list[Problem]:
     if a is not None and not a.scale_to_zero and a.metric is None and d.engine.kind != "vllm":
         problems.append(Problem("target.autoscaling.metric", f"{d.engine.kind} exports no queue gauge inferry knows",
                                 hint="name a per-pod Prometheus gauge, or use scale_to_zero (HTTP add-on)"))
+    if a is not None and a.engine == "keda" and not a.scale_to_zero and not t.service_monitor:
+        # KEDA asks Prometheus; without a scrape the query is empty and the autoscaler never sees its metric.
+        problems.append(Problem("target.service_monitor", "the KEDA Prometheus trigger reads the engine's queue "
+                                f"gauge from {a.prometheus_url}, but nothing makes Prometheus scrape the engine pods",
+                                "false", hint="set target.service_monitor: true (a Prometheus operator ServiceMonitor "
+                                "for the engine's /metrics)"))
     if a is not None and a.scale_to_zero and a.engine != "keda":
         problems.append(Problem("target.autoscaling.scale_to_zero", "needs engine: keda (the HTTP add-on)",
                                 repr(a.engine)))
@@ -86,3 +92,10 @@ def check_kubernetes(d: Deployment) -> list[Problem]:
     if len(app_name(d)) > 52:
         problems.append(Problem("model.name", "too long for Kubernetes object names", repr(d.model.name)))
     return problems
+
+
+def refuse_errors(d: Deployment) -> None:
+    """ConfigError with every Kubernetes error (warnings pass): render and up never place what validate refuses."""
+    errors = [p for p in check_kubernetes(d) if p.severity == "error"]
+    if errors:
+        raise ConfigError("stack", errors)
