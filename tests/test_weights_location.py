@@ -80,3 +80,31 @@ def test_streaming_engine_reads_the_stacks_own_bucket():
     d["target"]["weights_delivery"] = "stream"
     d["storage"]["bucket"] = "aws-bucket"
     assert spec_of(parse_deployment(d, "test")).args[0] == f"s3://aws-bucket/{PREFIX}"
+
+
+def test_plan_from_store_reads_the_stacks_own_bucket(cli, s3_server, tmp_path, monkeypatch):
+    import json
+
+    from tests.storage_util import make_model
+    from tests.test_sizing_modelinfo import LLAMA_CONFIG
+
+    s3_server.bucket("plan-own-bucket")
+    doc = yaml.safe_load((ROOT / "stacks" / "Pulumi.staging.yaml").read_text())
+    dep = doc["config"]["inferry:deployment"]
+    dep["model"].update(name="not-in-catalog", weights="org/llama-8b")  # a prefix: no bucket named in model
+    dep["storage"].update(endpoint=s3_server.endpoint, bucket="plan-own-bucket", access_key_id={"env": "T_AK"},
+                          secret_access_key={"env": "T_SK"})
+    path = tmp_path / "Pulumi.own.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    monkeypatch.setenv("T_AK", s3_server.access_key)
+    monkeypatch.setenv("T_SK", s3_server.secret_key)
+    monkeypatch.setenv("INFERRY_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    make_model(tmp_path / "m", shards=(1 << 20,))
+    (tmp_path / "m" / "config.json").write_text(json.dumps(LLAMA_CONFIG))
+    r = cli("weights", "push", str(tmp_path / "m"), "--stack", str(path))
+    assert r.exit_code == 0, r.output
+    assert (s3_server.root / "plan-own-bucket" / "org" / "llama-8b" / "config.json").is_file()
+    r = cli("plan", str(path), "--from-store", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["architecture_source"].startswith("config.json")
