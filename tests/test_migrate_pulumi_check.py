@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from tests.progharness import write_stack
 from tests.storage_util import hash_cache_in_tmp, make_model  # noqa: F401 - fixture
-from tests.test_migrate_weights import PREFIX, SSH
+from tests.test_migrate_weights import PREFIX, SSH, server_pair
 
 NO_PULUMI = "/usr/bin:/bin"  # the real environment: no pulumi anywhere on it
 INSTALL = "https://www.pulumi.com/docs/install/"
@@ -26,12 +26,7 @@ def test_destroy_says_so_before_asking(cli, monkeypatch):
 
 
 def test_migrate_copies_nothing_without_a_usable_pulumi(cli, tmp_path, s3_server_factory, monkeypatch):
-    a = s3_server_factory(access_key="pa-access", secret_key="pa-secret-key-0123")
-    b = s3_server_factory(access_key="pb-access", secret_key="pb-secret-key-4567")
-    for prefix, server in (("PA", a), ("PB", b)):
-        monkeypatch.setenv(f"{prefix}_S3_ACCESS", server.access_key)
-        monkeypatch.setenv(f"{prefix}_S3_SECRET", server.secret_key)
-        monkeypatch.setenv(f"{prefix}_API_KEY", "k")
+    a, b = server_pair(s3_server_factory, monkeypatch, ("PA", "PB"))
     a.bucket("weights-a")
     sa = write_stack(tmp_path, "pa", target=SSH, storage_endpoint=a.endpoint, env_prefix="PA", bucket="weights-a")
     sb = write_stack(tmp_path, "pb", target=SSH, storage_endpoint=b.endpoint, env_prefix="PB", bucket="weights-b")

@@ -23,14 +23,22 @@ def make_model(folder, mib: int = 3):
     return folder
 
 
+def server_pair(s3_server_factory, monkeypatch, names=("WA", "WB")):
+    """Two real S3 servers with different keys; stack NAME's secrets in NAME_S3_ACCESS, NAME_S3_SECRET, NAME_API_KEY."""
+    servers = []
+    for i, name in enumerate(names):
+        server = s3_server_factory(access_key=f"{name.lower()}-access", secret_key=f"{name.lower()}-secret-key-{i}123")
+        monkeypatch.setenv(f"{name}_S3_ACCESS", server.access_key)
+        monkeypatch.setenv(f"{name}_S3_SECRET", server.secret_key)
+        monkeypatch.setenv(f"{name}_API_KEY", "k")
+        servers.append(server)
+    return servers
+
+
 @pytest.fixture
 def two_stores(tmp_path, s3_server_factory, monkeypatch):
-    a = s3_server_factory(access_key="a-access", secret_key="a-secret-key-0123")
-    b = s3_server_factory(access_key="b-access", secret_key="b-secret-key-4567")
-    for prefix, server in (("WA", a), ("WB", b)):
-        monkeypatch.setenv(f"{prefix}_S3_ACCESS", server.access_key)
-        monkeypatch.setenv(f"{prefix}_S3_SECRET", server.secret_key)
-        monkeypatch.setenv(f"{prefix}_API_KEY", "k")
+    a, b = server_pair(s3_server_factory, monkeypatch)
+    for server in (a, b):
         (server.root / "inferry-weights").mkdir(parents=True, exist_ok=True)
     sa = load_stack(str(write_stack(tmp_path, "wa", target=SSH, storage_endpoint=a.endpoint, env_prefix="WA",
                                     provider={"egress_per_gb": 0.09})))
@@ -69,12 +77,7 @@ def test_corrupted_copy_fails_verification(two_stores):
 @pytest.fixture
 def two_buckets(tmp_path, s3_server_factory, monkeypatch):
     """Two stacks whose stores use different bucket names (global names: AWS has one, the EU cloud another)."""
-    a = s3_server_factory(access_key="a-access", secret_key="a-secret-key-0123")
-    b = s3_server_factory(access_key="b-access", secret_key="b-secret-key-4567")
-    for prefix, server in (("WA", a), ("WB", b)):
-        monkeypatch.setenv(f"{prefix}_S3_ACCESS", server.access_key)
-        monkeypatch.setenv(f"{prefix}_S3_SECRET", server.secret_key)
-        monkeypatch.setenv(f"{prefix}_API_KEY", "k")
+    a, b = server_pair(s3_server_factory, monkeypatch)
     (a.root / "weights-aws-prod").mkdir(parents=True)  # B's bucket does not exist yet: the copy creates it
     model = make_model(tmp_path / "model")
     return a, b, model

@@ -1,4 +1,4 @@
-"""`inferry render --out`: an index of where each file goes, the load balancer, stale files removed, foreign folders refused."""
+"""`inferry render --out`: where each file goes, the load balancer, stale files removed, foreign folders refused."""
 from __future__ import annotations
 
 import json

@@ -27,7 +27,7 @@ class StoreWeights:
         return remote.read_manifest(Store.of(settings), prefix).total
 
     def copy(self, src: Stack, dst: Stack, progress: Progress) -> Transfer:
-        """Copy what dst's store lacks into dst's own bucket, created if missing (resumable: files there are skipped)."""
+        """Copy what dst's bucket lacks into it, creating it if missing (resumable: files there are skipped)."""
         from infra.storage.bucket import ensure_bucket
         from infra.storage.sync import copy
 
