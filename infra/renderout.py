@@ -57,8 +57,8 @@ def _previous(out_dir: Path) -> set[str]:
     if not out_dir.exists():
         return set()
     if not out_dir.is_dir():
-        raise InferryError(f"{out_dir} is not a folder", "pass --out a folder that can be created and written",
-                           where="--out")
+        raise InferryError(f"cannot write into {out_dir}: it is a file, not a folder",
+                           "pass --out a folder that can be created and written", where="--out")
     present = {p.name for p in out_dir.iterdir()}
     if not present:
         return set()

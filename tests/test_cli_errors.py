@@ -84,6 +84,9 @@ def world(tmp_path, monkeypatch, s3_server, cli):
 class _Refusing:
     """A deployed stack whose endpoint refuses connections (no Pulumi CLI needed: `up` is covered elsewhere)."""
 
+    def check(self, stack):
+        """Runnable: what these tests reach lies past the Pulumi check."""
+
     def outputs(self, stack):
         return {"endpoint": OutputValue(CLOSED)}
 
@@ -152,6 +155,7 @@ def test_destructive_commands_without_a_terminal_ask_for_yes(cli, args, monkeypa
     import infra.lifecycle.migrate as migrate_mod
 
     monkeypatch.setattr(migrate_mod.Migration, "plan", lambda self, allow: _NoPlan(), raising=True)
+    monkeypatch.setattr("cli.lifecycle.make_deployer", lambda: _Refusing())  # Pulumi is checked before asking
     result = cli(*args)
     assert result.exit_code == 1
     assert "pass --yes" in result.output and "Traceback" not in result.output

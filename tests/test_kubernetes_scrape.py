@@ -6,7 +6,7 @@ import yaml
 
 from infra.errors import ConfigError
 from infra.stackfile import parse_deployment
-from infra.targets.kubernetes.checks import refuse_errors
+from infra.targets.kubernetes.checks import refuse_broken_scaling
 from infra.targets.kubernetes.manifests import objects
 from tests.conftest import STACKS
 from tests.kubernetes_stacks import deployment, raw_deployment, spec_of
@@ -31,8 +31,8 @@ def test_keda_trigger_without_a_scrape_is_refused_by_validate_and_render(cli, tm
         assert "set target.service_monitor: true" in text
     assert not (tmp_path / "out").exists()  # nothing rendered
     with pytest.raises(ConfigError):  # `inferry up` runs deploy(), which refuses the same way
-        refuse_errors(parse_deployment(_with_target(service_monitor=False), "test"))
-    refuse_errors(parse_deployment(_with_target(service_monitor=True), "test"))  # the printed fix passes
+        refuse_broken_scaling(parse_deployment(_with_target(service_monitor=False), "test"))
+    refuse_broken_scaling(parse_deployment(_with_target(service_monitor=True), "test"))  # the printed fix passes
 
 
 def test_the_bundled_keda_stack_renders_a_monitor_that_scrapes_what_keda_queries():

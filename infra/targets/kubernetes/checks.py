@@ -94,8 +94,9 @@ def check_kubernetes(d: Deployment) -> list[Problem]:
     return problems
 
 
-def refuse_errors(d: Deployment) -> None:
-    """ConfigError with every Kubernetes error (warnings pass): render and up never place what validate refuses."""
-    errors = [p for p in check_kubernetes(d) if p.severity == "error"]
+def refuse_broken_scaling(d: Deployment) -> None:
+    """ConfigError for an autoscaler validate refuses (one that could never see its metric): render and up stop."""
+    t = d.target
+    errors = [p for p in _scaling(d, t) if p.severity == "error"] if isinstance(t, TargetSection) else []
     if errors:
         raise ConfigError("stack", errors)
