@@ -9,7 +9,7 @@ import typer
 from cli.common import confirm, handle_errors, out
 from infra.errors import InferryError
 from infra.lifecycle.deployer import Deployer, endpoints
-from infra.stackfile import load_stack
+from infra.stackfile import Stack, load_stack
 
 STACK_HELP = "a stack name under stacks/ (e.g. eu-ssh) or a path to a stack file"
 
@@ -143,7 +143,8 @@ KEY_ENV = typer.Option("INFERRY_API_KEY", "--api-key-env", metavar="VAR",
 JSON = typer.Option(False, "--json", help="print JSON for machines")
 
 
-def _stack_or_none(stack: str | None, endpoint: object) -> object:
+def _stack_or_none(stack: str | None, endpoint: object) -> Stack | None:
+    """The named stack, or None when only --endpoint is given (InferryError when neither is)."""
     if stack is None and not endpoint:
         raise InferryError("no stack or endpoint given", "pass STACK (its endpoints come from the Pulumi outputs), "
                            "or --endpoint URL", where="arguments")

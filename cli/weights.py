@@ -9,7 +9,7 @@ import typer
 
 from cli.common import handle_errors, out
 from infra.errors import InferryError, StorageError
-from infra.storage.settings import MiB, StoreSettings
+from infra.storage.settings import MiB, Origin, StoreSettings
 
 app = typer.Typer(help="Model weights in S3-compatible stores: push, pull, copy, verify, ls.", no_args_is_help=True)
 
@@ -44,7 +44,7 @@ def _settings(stack: str | None, endpoint: str | None, region: str, bucket: str 
         fix = (f"pass --create-bucket to create it (`inferry up {s.name}` also does), or fix storage.bucket in "
                f"{s.path}" if dest else f"push the model first (`inferry weights push FOLDER --stack {stack} "
                f"--create-bucket`), or fix storage.bucket in {s.path}")
-        settings = StoreSettings.from_stack(s, **tuning, missing_bucket_fix=fix)
+        settings = StoreSettings.from_stack(s, **tuning, origin=Origin(missing_bucket=fix))
         return settings, s.deployment.model.weights_prefix
     if not endpoint or not bucket:
         raise InferryError("no store given", f"pass --{flag}stack NAME, or --{flag}endpoint URL and --{flag}bucket NAME")
@@ -62,8 +62,8 @@ def _settings(stack: str | None, endpoint: str | None, region: str, bucket: str 
     fix = (f"pass --create-bucket to create it, or check --{flag}bucket" if dest
            else f"check --{flag}bucket, or push the model first (weights push ... --create-bucket)")
     style = "virtual" if virtual else "path"
-    return StoreSettings.from_env(endpoint, region, bucket, style, prefix=env_prefix, missing_bucket_fix=fix,
-                                  **tuning), None
+    return StoreSettings.from_env(endpoint, region, bucket, style, prefix=env_prefix,
+                                  origin=Origin.options(flag, env_prefix, fix), **tuning), None
 
 
 def _prefix(given: str | None, default: str | None) -> str:
@@ -134,8 +134,8 @@ def copy(prefix: Optional[str] = PREFIX, stack: Optional[str] = STACK, endpoint:
         dst, _ = _settings(to_stack, to_endpoint, to_region, to_bucket, concurrency, part_size_mib, virtual_hosted,
                            env_prefix="DEST_", flag="to-", dest=True)
     elif to_bucket:
-        dst = replace(src.with_bucket(to_bucket), missing_bucket_fix="pass --create-bucket to create it, or check "
-                      "--to-bucket")
+        fix = "pass --create-bucket to create it, or check --to-bucket"
+        dst = replace(src.with_bucket(to_bucket), origin=replace(src.origin, missing_bucket=fix))
     else:
         dst = src
     source = _prefix(prefix, default)

@@ -125,3 +125,23 @@ def test_help_names_every_env_variable_in_full(cli):
     for flag in ("--to-region", "--to-bucket", "--to-prefix", "--to-stack", "--to-endpoint", "--create-bucket"):
         help_text = text.split(flag + " ", 1)[1].split("│", 1)[0]
         assert len(re.sub(r"<[^>]*>|\[default: [^]]*\]", "", help_text).strip()) > 10, (flag, help_text)
+
+
+def test_store_errors_name_the_options_that_chose_the_store(cli, s3_server, tmp_path, monkeypatch):
+    s3_server.bucket("cli-origin")
+    make_model(tmp_path / "m", shards=(1 << 20,))
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3_server.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+    r = cli("weights", "push", str(tmp_path / "m"), "--endpoint", s3_server.endpoint, "--bucket", "cli-origin")
+    assert r.exit_code == 1 and "rejected the credentials" in r.output
+    assert "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY" in r.output and "storage." not in r.output
+    r = cli("weights", "ls", "--endpoint", "http://127.0.0.1:9", "--bucket", "cli-origin")
+    assert r.exit_code == 1 and "check --endpoint" in r.output and "storage." not in r.output
+    monkeypatch.setenv("DEST_AWS_ACCESS_KEY_ID", s3_server.access_key)
+    monkeypatch.setenv("DEST_AWS_SECRET_ACCESS_KEY", "not-the-secret-either")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3_server.secret_key)
+    assert cli("weights", "push", str(tmp_path / "m"), "--endpoint", s3_server.endpoint,
+               "--bucket", "cli-origin").exit_code == 0
+    r = cli("weights", "copy", "-p", "m", "--endpoint", s3_server.endpoint, "--bucket", "cli-origin",
+            "--to-endpoint", s3_server.endpoint, "--to-bucket", "cli-origin", "--to-prefix", "m2")
+    assert r.exit_code == 1 and "check DEST_AWS_ACCESS_KEY_ID / DEST_AWS_SECRET_ACCESS_KEY" in r.output, r.output
