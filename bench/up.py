@@ -27,7 +27,7 @@ KEYS = ("bench-access", "bench-secret-" + "0" * 12)
 def deployment(hosts, server) -> dict:
     """vLLM on the hosts (process runtime, rolling, a load balancer when several), weights from the store."""
     return {
-        "model": {"name": MODEL, "weights": f"s3://inferry-weights/{MODEL}"},
+        "model": {"name": MODEL, "weights": MODEL},  # the key prefix in storage.bucket
         "engine": {"kind": "vllm", "max_model_len": 4096},
         "target": {"kind": "ssh", "runtime": "process", "health_timeout_s": 60, "private_key": {"env": "BENCH_SSH_KEY"},
                    "hosts": [{"address": h.address, "name": h.name, "host_key": h.host_key_line} for h in hosts],

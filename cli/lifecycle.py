@@ -9,7 +9,7 @@ import typer
 from cli.common import confirm, handle_errors, out
 from infra.errors import InferryError
 from infra.lifecycle.deployer import Deployer, endpoints
-from infra.stackfile import load_stack
+from infra.stackfile import Stack, load_stack
 
 STACK_HELP = "a stack name under stacks/ (e.g. eu-ssh) or a path to a stack file"
 
@@ -37,8 +37,10 @@ def say(line: str) -> None:
 def preview(stack: str = typer.Argument(..., help=STACK_HELP)) -> None:
     """Show what `inferry up` would change."""
     s = load_stack(stack)
+    deployer = make_deployer()
+    deployer.check(s)  # a missing Pulumi CLI is said before any progress line
     say(f"previewing {s.name}")
-    changes = make_deployer().preview(s, say)
+    changes = deployer.preview(s, say)
     say(f"{s.name} would change: {changes.line()}")
 
 
@@ -54,8 +56,10 @@ def up(stack: str = typer.Argument(..., help=STACK_HELP),
     if verify_weights:  # the dynamic-provider plugin inherits the environment through the Pulumi CLI
         os.environ[VERIFY_WEIGHTS] = "1"
     s = load_stack(stack)
+    deployer = make_deployer()
+    deployer.check(s)
     say(f"updating {s.name}")
-    outputs = make_deployer().up(s, say)
+    outputs = deployer.up(s, say)
     for key, value in sorted(outputs.items()):
         say(f"  {key}: {value.shown()}")
 
@@ -64,8 +68,10 @@ def up(stack: str = typer.Argument(..., help=STACK_HELP),
 def refresh(stack: str = typer.Argument(..., help=STACK_HELP)) -> None:
     """Read every resource back from its host or store; print what drifted (the next `inferry up` repairs it)."""
     s = load_stack(stack)
+    deployer = make_deployer()
+    deployer.check(s)
     say(f"refreshing {s.name}")
-    changes = make_deployer().refresh(s, say)
+    changes = deployer.refresh(s, say)
     say(f"{s.name} refreshed: {changes.line()}")
 
 
@@ -74,10 +80,12 @@ def destroy(stack: str = typer.Argument(..., help=STACK_HELP),
             yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation")) -> None:
     """Delete every resource of the stack (the weight store's bucket stays unless force_destroy)."""
     s = load_stack(stack)
+    deployer = make_deployer()
+    deployer.check(s)  # before the question: a yes must not lead to "Pulumi is missing"
     if not yes:
         confirm(f"destroy every resource of stack {s.name}?")
     say(f"destroying {s.name}")
-    changes = make_deployer().destroy(s, say)
+    changes = deployer.destroy(s, say)
     say(f"{s.name} destroyed: {changes.line()}")
 
 
@@ -112,7 +120,10 @@ def migrate(
     from infra.lifecycle.migrate import Migration
 
     a, b = load_stack(source), load_stack(target)
-    m = Migration(a, b, make_deployer(), make_weights(), say=say, drain=Drain(drain_grace, drain_timeout))
+    deployer = make_deployer()
+    for s in (a, b):  # bring-up and destroy need the Pulumi CLI: find out before any weights are copied
+        deployer.check(s)
+    m = Migration(a, b, deployer, make_weights(), say=say, drain=Drain(drain_grace, drain_timeout))
     plan = m.plan(allow_changes)
     say(f"migrate {a.name} -> {b.name}")
     for d in plan.diffs:
@@ -126,40 +137,70 @@ def migrate(
     m.run(destroy_source)
 
 
+OPTIONAL_STACK = typer.Argument(None, help=STACK_HELP + " (may be left out with --endpoint)")
+KEY_ENV = typer.Option("INFERRY_API_KEY", "--api-key-env", metavar="VAR",
+                       help="with --endpoint and no STACK: the environment variable holding the API key")
+JSON = typer.Option(False, "--json", help="print JSON for machines")
+
+
+def _stack_or_none(stack: str | None, endpoint: object) -> Stack | None:
+    """The named stack, or None when only --endpoint is given (InferryError when neither is)."""
+    if stack is None and not endpoint:
+        raise InferryError("no stack or endpoint given", "pass STACK (its endpoints come from the Pulumi outputs), "
+                           "or --endpoint URL", where="arguments")
+    return load_stack(stack) if stack else None
+
+
 @handle_errors
-def status(stack: str = typer.Argument(..., help=STACK_HELP)) -> None:
+def status(stack: str = OPTIONAL_STACK,
+           endpoint: list[str] = typer.Option(None, "--endpoint", metavar="URL",
+                                              help="probe this URL instead of the stack's Pulumi outputs "
+                                              "(repeatable; needs no Pulumi CLI)"),
+           api_key_env: str = KEY_ENV, as_json: bool = JSON) -> None:
     """Each endpoint's health and live engine metrics (KV cache, queue, time to first token); on SSH hosts,
     each engine's state and restarts since the last apply."""
-    from infra.lifecycle.status import endpoint_status, host_status
+    from infra.lifecycle.direct import api_key, checked_urls
+    from infra.lifecycle.status import endpoint_status, host_status, status_json
 
-    s = load_stack(stack)
-    found = endpoints(make_deployer().outputs(s), s.name)
-    results = [endpoint_status(url) for url in found]
-    for r in results:
-        for line in r.lines():
+    s = _stack_or_none(stack, endpoint)
+    found = checked_urls(endpoint) if endpoint else endpoints(make_deployer().outputs(s), s.name)
+    key = api_key(s, api_key_env, required=False)
+    results = [endpoint_status(url, api_key=key) for url in found]
+    hosts = host_status(s) if s is not None else []
+    if as_json:
+        say(json.dumps(status_json(results, hosts), indent=2))
+    else:
+        for line in [line for r in results for line in r.lines()] + hosts:
             say(line)
-    for line in host_status(s):
-        say(line)
     if not all(r.healthy for r in results):
         raise typer.Exit(1)
 
 
 @handle_errors
 def bench(
-    stack: str = typer.Argument(..., help=STACK_HELP),
+    stack: str = OPTIONAL_STACK,
+    endpoint: str = typer.Option(None, "--endpoint", metavar="URL", help="load this URL instead of the stack's "
+                                 "(needs no Pulumi CLI; without STACK the model is the first /v1/models lists)"),
+    api_key_env: str = KEY_ENV,
     requests: int = typer.Option(64, help="how many chat completions"),
     concurrency: int = typer.Option(8, help="at most this many at a time"),
     prompt_tokens: int = typer.Option(256, help="prompt length (tokens, about)"),
     output_tokens: int = typer.Option(128, help="output length (tokens)"),
-    json_out: Path = typer.Option(None, "--json", help="write the report here (default .inferry/bench/STACK.json)"),
+    report: Path = typer.Option(None, "--report", help="write the report here (default .inferry/bench/NAME.json)"),
+    as_json: bool = typer.Option(False, "--json", help="print the report as JSON for machines"),
 ) -> None:
     """Load the endpoint; print tokens/s, TTFT and inter-token latency; record tokens/s for `inferry plan`."""
-    from infra.lifecycle.bench import run_bench
+    from infra.lifecycle.bench import run_bench, target_of
 
-    s = load_stack(stack)
+    s = _stack_or_none(stack, endpoint)
     spec_args = dict(requests=requests, concurrency=concurrency, prompt_tokens=prompt_tokens,
                      output_tokens=output_tokens)
-    for line in run_bench(s, make_deployer(), spec_args, json_out):
+    target = target_of(s, None if endpoint else make_deployer(), endpoint, api_key_env)
+    doc, lines = run_bench(target, spec_args, report)
+    if as_json:
+        say(json.dumps(doc, indent=2))
+        return
+    for line in lines:
         say(line)
 
 

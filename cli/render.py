@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import typer
@@ -17,28 +16,16 @@ STACK_HELP = "a stack name under stacks/ (e.g. eu-ssh) or a path to a stack file
 def rendered_files(stack) -> list:
     """The files for a stack, secrets as REDACTED placeholders (the CLI never resolves secret values)."""
     from infra import render
+    from infra.renderout import placements
 
-    d = stack.deployment
-    if d.target.kind != "ssh":
-        return [render.RenderedFile(name, text) for name, text in sorted(render.render_kubernetes(stack).items())]
-    spec = render.ssh_spec(stack)
-    files = render.render_ssh_files(stack, spec) + render.render_secret_files(spec, render.redacted_values(spec))
-    return sorted(files, key=lambda f: f.name)
-
-
-def _write(out_dir: Path, files: list) -> None:
-    """Write the files into out_dir, creating it."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for f in files:
-        path = out_dir / f.name
-        path.write_text(f.content, encoding="utf-8")
-        os.chmod(path, f.mode)
+    return [render.RenderedFile(p.name, p.content, p.mode) for p in placements(stack)]
 
 
 @handle_errors
 def render_cmd(
     stack: str = typer.Argument(..., help=STACK_HELP),
-    out_dir: Path = typer.Option(None, "--out", help="write the files into this folder"),
+    out_dir: Path = typer.Option(None, "--out", help="write the files and INDEX.json (where each goes) into this "
+                                 "folder; a re-render removes the files it no longer writes"),
     as_json: bool = typer.Option(False, "--json", help="print the service spec (secrets as references)"),
 ) -> None:
     """Render a stack: --out DIR writes the files a host gets; --json prints image, command, env, port."""
@@ -52,17 +39,15 @@ def render_cmd(
         spec = render.ssh_spec(s) if s.deployment.target.kind == "ssh" else service_spec(s.deployment)
         out.print(json.dumps(render.service_json(spec), indent=2, sort_keys=True), markup=False)
         return
-    files = rendered_files(s)
-    try:
-        _write(out_dir, files)
-    except OSError as e:
-        raise InferryError(f"cannot write {e.filename or out_dir}: {e.strerror}",
-                           "pass --out a folder that can be created and written (not a file)", where="--out") from None
-    if not files:
+    from infra.renderout import placements, write_render
+
+    placed = placements(s)
+    if not placed:
         out.print(f"no files for a {s.deployment.target.kind} target yet; see `inferry render {stack} --json`",
                   markup=False)
-    for f in files:
-        out.print(f"wrote {out_dir / f.name} ({f.mode:o})", markup=False)
+        return
+    for line in write_render(out_dir, s.name, s.deployment.target.kind, placed):
+        out.print(line, markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -8,12 +8,14 @@ from infra.regions import KNOWN_REGIONS, in_eu
 
 
 def check_bucket(d: Deployment) -> list[Problem]:
-    """The model's weights must live in this stack's bucket."""
-    bucket = d.model.weights_bucket
+    """An old-style s3://BUCKET/PREFIX location must name this stack's own bucket."""
+    bucket, prefix = d.model.legacy_bucket, d.model.weights_prefix
     if bucket is None or bucket == d.storage.bucket:
         return []
     return [Problem("model.weights", f"names bucket {bucket!r} but storage.bucket is {d.storage.bucket!r}",
-                    hint="use the same bucket name in every stack of a deployment")]
+                    repr(d.model.weights),
+                    hint=f"write `weights: {prefix}`: model.weights is the key prefix inside each stack's own "
+                    "storage.bucket, so model stays identical across stacks whose buckets differ")]
 
 
 def check_residency(d: Deployment) -> list[Problem]:
@@ -48,9 +50,10 @@ def check_weight_delivery(d: Deployment) -> list[Problem]:
     """Streaming from S3 needs the weights in S3 and an engine that streams."""
     streams = isinstance(d.engine, VllmEngine) and d.engine.load_format == "runai_streamer"
     problems = []
-    if streams and not d.model.weights.startswith("s3://"):
+    if streams and not d.model.in_store:
         problems.append(Problem("engine.load_format", "runai_streamer streams from the weight store",
-                                hint="set model.weights to s3://BUCKET/PREFIX or use load_format auto"))
+                                hint="set model.weights to the model's key prefix in storage.bucket "
+                                "or use load_format auto"))
     t = d.target
     if isinstance(t, KubernetesTarget) and (t.weights_delivery == "stream") != streams:
         problems.append(Problem("target.weights_delivery",

@@ -49,7 +49,8 @@ class ModelConfig(Strict):
     """What is served: the name clients ask for and where the weights live."""
 
     name: str = Field(pattern=SERVED_NAME, description="served model name: letters, digits, '.', '_', '-', '/'")
-    weights: str = Field(description="s3://BUCKET/PREFIX in the weight store, or an absolute path on the host")
+    weights: str = Field(description="the model's key prefix in this stack's bucket (storage.bucket), e.g. "
+                                     "llama-3.1-8b-instruct, or an absolute path on the host")
     catalog: str | None = Field(default=None, description="catalog architecture key, when it differs from name")
     architecture: Architecture | None = None
     dtype: Literal["auto", "bfloat16", "float16"] = "auto"
@@ -60,28 +61,50 @@ class ModelConfig(Strict):
     def _weights_location(cls, v: str) -> str:
         if any(ord(c) < 32 or ord(c) == 127 for c in v):
             raise ValueError("must not contain control characters such as newlines or tabs")
-        if v.startswith("s3://"):
-            bucket, _, prefix = v[5:].partition("/")
-            if not re.match(BUCKET_NAME, bucket) or not prefix.strip("/"):
-                raise ValueError("expected s3://BUCKET/PREFIX with a valid bucket name and a prefix")
-            if len(prefix.encode()) > 900:  # S3 keys are at most 1024 bytes: leave room for the file names
-                raise ValueError("the prefix is longer than 900 bytes")
-            return v.rstrip("/")
         if v.startswith("/"):
             if len(v.encode()) > 4000 or any(len(part.encode()) > 255 for part in v.split("/")):
                 raise ValueError("longer than a path can be (4000 bytes, 255 per folder name)")
             return v
-        raise ValueError("expected s3://BUCKET/PREFIX or an absolute path such as /models/llama")
+        if v.startswith("s3://"):  # the old form; check_bucket requires BUCKET to be storage.bucket
+            bucket, _, prefix = v[5:].partition("/")
+            if not re.match(BUCKET_NAME, bucket) or not prefix.strip("/"):
+                raise ValueError(_prefix_problem(""))
+        else:
+            prefix = v
+        problem = _prefix_problem(prefix.rstrip("/"))
+        if problem:
+            raise ValueError(problem)
+        return v.rstrip("/")
 
     @property
-    def weights_bucket(self) -> str | None:
-        """The bucket part of an s3:// weights location."""
+    def in_store(self) -> bool:
+        """True when the weights are in the stack's weight store (not a path on the host)."""
+        return not self.weights.startswith("/")
+
+    @property
+    def legacy_bucket(self) -> str | None:
+        """The bucket an old-style s3://BUCKET/PREFIX location names; None for a key prefix or a path."""
         return self.weights[5:].split("/", 1)[0] if self.weights.startswith("s3://") else None
 
     @property
     def weights_prefix(self) -> str | None:
-        """The key prefix (the model folder) of an s3:// weights location."""
-        return self.weights[5:].split("/", 1)[1] if self.weights.startswith("s3://") else None
+        """The key prefix (the model folder) inside the stack's bucket; None for a path on the host."""
+        if self.weights.startswith("s3://"):
+            return self.weights[5:].split("/", 1)[1]
+        return None if self.weights.startswith("/") else self.weights
+
+
+def _prefix_problem(prefix: str) -> str | None:
+    """Why prefix is not a usable key prefix (model folder) inside a bucket, or None."""
+    expected = ("expected a key prefix inside storage.bucket such as llama-3.1-8b-instruct, "
+                "or an absolute path on the host such as /models/llama")
+    if "://" in prefix or not prefix:
+        return expected
+    if any(part in ("", ".", "..") for part in prefix.split("/")):
+        return f"{expected}: no empty, '.' or '..' folder names"
+    if len(prefix.encode()) > 900:  # S3 keys are at most 1024 bytes: leave room for the file names
+        return "the prefix is longer than 900 bytes"
+    return None
 
 
 def endpoint_problem(url: str) -> str | None:
@@ -157,6 +180,12 @@ class Deployment(Strict):
     provider: ProviderConfig
     serving: ServingConfig
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
+
+    @property
+    def weights_uri(self) -> str:
+        """Where the weights are: s3://STORAGE.BUCKET/PREFIX in this stack's store, or the path on the host."""
+        prefix = self.model.weights_prefix
+        return self.model.weights if prefix is None else f"s3://{self.storage.bucket}/{prefix}"
 
     def secret_refs(self) -> dict[str, SecretRef]:
         """Every secret reference in the deployment, by field path."""

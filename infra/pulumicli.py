@@ -23,6 +23,25 @@ def require_pulumi() -> str:
     return exe
 
 
+def check_pulumi() -> str:
+    """The `pulumi` executable once it has run (`pulumi version`); PulumiMissingError when it cannot."""
+    import os
+    import subprocess
+
+    exe = require_pulumi()
+    env = {**os.environ, "PULUMI_SKIP_UPDATE_CHECK": "1"}
+    try:
+        done = subprocess.run([exe, "version"], capture_output=True, text=True, timeout=60, env=env)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        why = "timed out" if isinstance(e, subprocess.TimeoutExpired) else (e.strerror or str(e))
+        raise PulumiMissingError(f"the Pulumi CLI at {exe} does not run: {why}", INSTALL) from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
+        raise PulumiMissingError(f"the Pulumi CLI at {exe} does not run (`pulumi version` exit {done.returncode}: "
+                                 f"{last})", INSTALL)
+    return exe
+
+
 def logged_in(environ: Mapping[str, str]) -> bool:
     """Whether `pulumi login` chose a backend (credentials.json names a current one)."""
     home = Path(environ.get("PULUMI_HOME") or Path(environ.get("HOME", "~")).expanduser() / ".pulumi")

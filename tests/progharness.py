@@ -168,6 +168,9 @@ class ProgramHarness:
             pulumi.export = original  # type: ignore[assignment]
         return mocks, outputs
 
+    def check(self, stack: Stack) -> None:
+        """The harness runs the program in this process: nothing to check."""
+
     def up(self, stack: Stack, progress: Progress) -> dict[str, OutputValue]:
         """Run the program; apply creates/updates; delete what the program no longer declares."""
         old = self.state(stack)["resources"]
@@ -225,7 +228,8 @@ def _output(value: Any) -> OutputValue:
 
 
 def write_stack(folder: Path, name: str, *, target: dict, storage_endpoint: str, env_prefix: str,
-                provider: dict | None = None, port: int = 8000, **sections: Any) -> Path:
+                provider: dict | None = None, port: int = 8000, bucket: str = "inferry-weights",
+                **sections: Any) -> Path:
     """A stack file for tests: the example deployment with this target and store; secrets via {env: PREFIX_*}."""
     import yaml
 
@@ -233,7 +237,7 @@ def write_stack(folder: Path, name: str, *, target: dict, storage_endpoint: str,
     d = doc["config"]["inferry:deployment"]
     env = lambda key: {"env": f"{env_prefix}_{key}"}  # noqa: E731
     d["target"] = target
-    d["storage"] = {"endpoint": storage_endpoint, "region": "us-east-1", "bucket": "inferry-weights",
+    d["storage"] = {"endpoint": storage_endpoint, "region": "us-east-1", "bucket": bucket,
                     "access_key_id": env("S3_ACCESS"), "secret_access_key": env("S3_SECRET")}
     d["provider"] = {"name": name, "region": "test", "gpu": "H100-80GB", "price_per_gpu_hour": 2.79,
                      **(provider or {})}

@@ -49,9 +49,9 @@ CASES = [
      ["broken.safetensors is a broken link", "download the model again"]),
     (["weights", "pull", "{tmp}/blocked", "--endpoint", "{s3}", "--bucket", "cli-errors", "-p", "m"], 1,
      ["Is a directory", "blocked/model.safetensors", "remove or fix what is in the way"]),
-    (["bench", "{stack}", "--requests", "2", "--json", "{tmp}/afile/r.json"], 1, ["--json", "cannot write"]),
-    (["bench", "{stack}", "--requests", "2", "--json", "{tmp}"], 1, ["--json", "Is a directory"]),
-    (["bench", "{stack}", "--requests", "2", "--json", "{tmp}/r.json"], 1, ["none of 2 request(s) completed"]),
+    (["bench", "{stack}", "--requests", "2", "--report", "{tmp}/afile/r.json"], 1, ["--report", "cannot write"]),
+    (["bench", "{stack}", "--requests", "2", "--report", "{tmp}"], 1, ["--report", "Is a directory"]),
+    (["bench", "{stack}", "--requests", "2", "--report", "{tmp}/r.json"], 1, ["none of 2 request(s) completed"]),
     (["status", "{stack}"], 1, ["NOT HEALTHY"]),
 ]
 
@@ -83,6 +83,9 @@ def world(tmp_path, monkeypatch, s3_server, cli):
 
 class _Refusing:
     """A deployed stack whose endpoint refuses connections (no Pulumi CLI needed: `up` is covered elsewhere)."""
+
+    def check(self, stack):
+        """Runnable: what these tests reach lies past the Pulumi check."""
 
     def outputs(self, stack):
         return {"endpoint": OutputValue(CLOSED)}
@@ -152,6 +155,7 @@ def test_destructive_commands_without_a_terminal_ask_for_yes(cli, args, monkeypa
     import infra.lifecycle.migrate as migrate_mod
 
     monkeypatch.setattr(migrate_mod.Migration, "plan", lambda self, allow: _NoPlan(), raising=True)
+    monkeypatch.setattr("cli.lifecycle.make_deployer", lambda: _Refusing())  # Pulumi is checked before asking
     result = cli(*args)
     assert result.exit_code == 1
     assert "pass --yes" in result.output and "Traceback" not in result.output

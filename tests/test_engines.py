@@ -40,7 +40,8 @@ def test_api_key_reaches_vllm_through_env_never_argv():
 def test_runai_streamer_reads_s3_with_keys_by_reference():
     spec = service_spec(deployment({"kind": "vllm", "load_format": "runai_streamer"}))
     env = {e.name: e for e in spec.env}
-    assert spec.streams_weights and spec.args[0] == BASE["model"]["weights"]
+    # the stream reads the model's prefix inside this stack's own bucket
+    assert spec.streams_weights and spec.args[0] == f"s3://{BASE['storage']['bucket']}/{BASE['model']['weights']}"
     assert env["RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING"].value == "0"
     assert env["AWS_EC2_METADATA_DISABLED"].value == "true"
     assert env["AWS_ENDPOINT_URL"].value == BASE["storage"]["endpoint"]

@@ -17,15 +17,16 @@ from tests.kubernetes_schema import validate
 from tests.kubernetes_stacks import CASES, deployment, spec_of
 
 KINDS = {
-    "bundled": {"Namespace", "Secret", "ConfigMap", "Deployment", "Service", "ScaledObject"},
+    "bundled": {"Namespace", "Secret", "ConfigMap", "Deployment", "Service", "ScaledObject", "ServiceMonitor"},
     "pvc-hpa-pdb-monitor": {"Namespace", "Secret", "ConfigMap", "PersistentVolumeClaim", "Deployment", "Service",
                             "PodDisruptionBudget", "HorizontalPodAutoscaler", "ServiceMonitor"},
     "stream-fixed-replicas": {"Namespace", "Secret", "ConfigMap", "Deployment", "Service"},
     "scale-to-zero-ingress": {"Namespace", "Secret", "ConfigMap", "Deployment", "Service", "Ingress",
                               "HTTPScaledObject"},
     "trtllm-build-tp2": {"Namespace", "Secret", "ConfigMap", "Job", "Deployment", "Service", "PodDisruptionBudget",
-                         "ScaledObject"},
-    "existing-namespace-no-ingress-tls": {"Secret", "ConfigMap", "Deployment", "Service", "Ingress", "ScaledObject"},
+                         "ScaledObject", "ServiceMonitor"},
+    "existing-namespace-no-ingress-tls": {"Secret", "ConfigMap", "Deployment", "Service", "Ingress", "ScaledObject",
+                                          "ServiceMonitor"},
 }
 
 

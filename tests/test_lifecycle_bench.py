@@ -74,3 +74,26 @@ def test_cli_bench_writes_json_and_records_tokens_per_replica(cli, engine, tmp_p
     r = cli("plan", str(stack), "--json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["tps_source"] == "measured"  # `inferry plan` prices from the bench
+
+
+def test_cli_bench_with_endpoint_and_key_from_env(cli, engine, tmp_path, monkeypatch):
+    monkeypatch.setenv("INFERRY_STATE_DIR", str(tmp_path))
+    monkeypatch.delenv("INFERRY_API_KEY", raising=False)
+
+    def no_pulumi():
+        raise AssertionError("--endpoint must not read Pulumi outputs")
+
+    monkeypatch.setattr("cli.lifecycle.make_deployer", no_pulumi)
+    args = ["bench", "--endpoint", engine.base_url, "--requests", "4", "--concurrency", "2", "--output-tokens", "3"]
+    r = cli(*args)
+    assert r.exit_code == 1 and "INFERRY_API_KEY is not set" in r.output and "--api-key-env" in r.output
+    monkeypatch.setenv("MY_ENGINE_KEY", KEY)
+    r = cli(*args, "--api-key-env", "MY_ENGINE_KEY", "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)  # --json: the report on stdout, as every command's --json
+    assert doc["completed"] == 4 and doc["model"] == MODEL and doc["errors"] == 0
+    saved = list((tmp_path / "bench").glob("*.json"))
+    assert len(saved) == 1 and json.loads(saved[0].read_text())["completed"] == 4
+    r = cli(*args, "--api-key-env", "MY_ENGINE_KEY", "--report", str(tmp_path / "r.json"))
+    assert r.exit_code == 0 and "not recorded: no stack named" in r.output
+    assert json.loads((tmp_path / "r.json").read_text())["completed"] == 4

@@ -37,6 +37,9 @@ class LocalEngineDeployer:
         self.workdir = workdir
         self.engines: dict[str, RunningEngine] = {}
 
+    def check(self, stack: Stack) -> None:
+        """Engines on localhost need nothing more."""
+
     def preview(self, stack: Stack, progress: Progress) -> Changes:
         return Changes({"same" if stack.name in self.engines else "create": 1})
 
@@ -45,7 +48,7 @@ class LocalEngineDeployer:
         if running is None or running.proc.poll() is not None:
             d = stack.deployment
             folder = self.workdir / stack.name / "model"
-            settings = StoreSettings.from_stack(stack).with_bucket(d.model.weights_bucket)
+            settings = StoreSettings.from_stack(stack)
             progress(f"  pull {pull(settings, d.model.weights_prefix, folder, show=False).summary}")
             key = resolve(d.serving.api_key, stack.name, "serving.api_key", stack.path)
             args = ["serve", str(folder), "--host", "127.0.0.1", "--port", str(d.serving.port),

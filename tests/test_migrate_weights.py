@@ -23,14 +23,22 @@ def make_model(folder, mib: int = 3):
     return folder
 
 
+def server_pair(s3_server_factory, monkeypatch, names=("WA", "WB")):
+    """Two real S3 servers with different keys; stack NAME's secrets in NAME_S3_ACCESS, NAME_S3_SECRET, NAME_API_KEY."""
+    servers = []
+    for i, name in enumerate(names):
+        server = s3_server_factory(access_key=f"{name.lower()}-access", secret_key=f"{name.lower()}-secret-key-{i}123")
+        monkeypatch.setenv(f"{name}_S3_ACCESS", server.access_key)
+        monkeypatch.setenv(f"{name}_S3_SECRET", server.secret_key)
+        monkeypatch.setenv(f"{name}_API_KEY", "k")
+        servers.append(server)
+    return servers
+
+
 @pytest.fixture
 def two_stores(tmp_path, s3_server_factory, monkeypatch):
-    a = s3_server_factory(access_key="a-access", secret_key="a-secret-key-0123")
-    b = s3_server_factory(access_key="b-access", secret_key="b-secret-key-4567")
-    for prefix, server in (("WA", a), ("WB", b)):
-        monkeypatch.setenv(f"{prefix}_S3_ACCESS", server.access_key)
-        monkeypatch.setenv(f"{prefix}_S3_SECRET", server.secret_key)
-        monkeypatch.setenv(f"{prefix}_API_KEY", "k")
+    a, b = server_pair(s3_server_factory, monkeypatch)
+    for server in (a, b):
         (server.root / "inferry-weights").mkdir(parents=True, exist_ok=True)
     sa = load_stack(str(write_stack(tmp_path, "wa", target=SSH, storage_endpoint=a.endpoint, env_prefix="WA",
                                     provider={"egress_per_gb": 0.09})))
@@ -64,3 +72,43 @@ def test_corrupted_copy_fails_verification(two_stores):
     with pytest.raises(StorageError) as e:
         w.verify(sb)
     assert "model.safetensors" in e.value.render() and "run the migration again" in e.value.render()
+
+
+@pytest.fixture
+def two_buckets(tmp_path, s3_server_factory, monkeypatch):
+    """Two stacks whose stores use different bucket names (global names: AWS has one, the EU cloud another)."""
+    a, b = server_pair(s3_server_factory, monkeypatch)
+    (a.root / "weights-aws-prod").mkdir(parents=True)  # B's bucket does not exist yet: the copy creates it
+    model = make_model(tmp_path / "model")
+    return a, b, model
+
+
+def _stacks(tmp_path, a, b, a_weights=None):
+    model = {"name": "llama-3.1-8b-instruct", "weights": a_weights or PREFIX}
+    sa = load_stack(str(write_stack(tmp_path, "wa", target=SSH, storage_endpoint=a.endpoint, env_prefix="WA",
+                                    bucket="weights-aws-prod", model=model)))
+    sb = load_stack(str(write_stack(tmp_path, "wb", target=SSH, storage_endpoint=b.endpoint, env_prefix="WB",
+                                    bucket="weights-eu-prod", model={**model, "weights": PREFIX})))
+    return sa, sb
+
+
+@pytest.mark.parametrize("a_weights", [None, f"s3://weights-aws-prod/{PREFIX}"], ids=["prefix", "old-form"])
+def test_migrate_copies_into_the_target_stacks_own_bucket(tmp_path, two_buckets, a_weights):
+    from infra.lifecycle.migrate import Migration
+
+    a, b, model = two_buckets
+    sa, sb = _stacks(tmp_path, a, b, a_weights)
+    push(StoreSettings.from_stack(sa), model, PREFIX, show=False)
+    assert sb.deployment.weights_uri == f"s3://weights-eu-prod/{PREFIX}"
+    w = StoreWeights()
+    plan = Migration(sa, sb, deployer=None, weights=w, root=tmp_path / "state").plan()
+    assert not [d for d in plan.diffs if d.section in ("model", "engine")], plan.diffs  # model stays identical
+    assert "storage.bucket" in [d.path for d in plan.diffs]
+    lines = []
+    t = w.copy(sa, sb, lines.append)
+    w.verify(sb)
+    assert lines[0] == f"created bucket weights-eu-prod at {b.endpoint}"
+    assert t.bytes_copied == t.bytes_total > 3 << 20
+    stored = b.root / "weights-eu-prod" / PREFIX
+    assert (stored / "model.safetensors").read_bytes() == (model / "model.safetensors").read_bytes()
+    assert not (b.root / "weights-aws-prod").exists()  # nothing went to a bucket named after A's

@@ -151,9 +151,10 @@ def test_gpu_count_the_target_cannot_satisfy(tmp_path):
 
 
 def test_bucket_mismatch(tmp_path):
-    path = mutate(tmp_path, ("weights: s3://inferry-weights/", "weights: s3://other-bucket/"))
+    path = mutate(tmp_path, ("weights: llama", "weights: s3://other-bucket/llama"))
     [msg] = problems(path)
     assert msg.startswith("model.weights: names bucket 'other-bucket'")
+    assert "write `weights: llama-3.1-8b-instruct`" in msg
 
 
 def test_many_problems_one_bullet_each_exit_1(cli, tmp_path):
@@ -190,7 +191,7 @@ def test_deployment_key_typo(tmp_path):
 
 
 def test_control_characters_in_weights_path_are_refused(tmp_path):
-    path = mutate(tmp_path, ("weights: s3://inferry-weights/llama-3.1-8b-instruct",
+    path = mutate(tmp_path, ("weights: llama-3.1-8b-instruct",
                              'weights: "/models/llama\\nrm -rf /"'))
     [msg] = problems(path)
     assert msg.startswith("model.weights: must not contain control characters")
@@ -247,7 +248,7 @@ def test_values_are_never_coerced(tmp_path, old, new, expected):
 def test_yaml_1_2_numbers_are_read_as_pulumi_reads_them(tmp_path):
     arch = ("architecture: {num_layers: 32, num_attention_heads: 32, num_kv_heads: 8, head_dim: 128, "
             "hidden_size: 4096, vocab_size: 128256, max_context: 131072, num_params: 8.03e9}")
-    path = mutate(tmp_path, ("      weights: s3://", f"      {arch}\n      weights: s3://"))
+    path = mutate(tmp_path, ("      weights: ", f"      {arch}\n      weights: "))
     assert load_stack(str(path)).deployment.model.architecture.num_params == 8.03e9
 
 
@@ -281,7 +282,7 @@ def test_ciphertext_forms_pulumi_writes():
      "engine.extra_args: argument 2 ("),
     ("max_num_seqs: 128", 'max_num_seqs: 128\n      extra_args: ["--max-num-batched-tokens", "' + "9" * 400 + '"]',
      "engine.extra_args: argument 2 ("),
-    ("weights: s3://inferry-weights/llama-3.1-8b-instruct", "weights: /" + "a/" * 3000, "model.weights: longer than"),
+    ("weights: llama-3.1-8b-instruct", "weights: /" + "a/" * 3000, "model.weights: longer than"),
 ])
 def test_odd_keys_and_values_the_checks_cannot_parse(tmp_path, old, new, expected):
     [msg] = problems(mutate(tmp_path, (old, new)))

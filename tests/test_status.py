@@ -122,3 +122,24 @@ def test_json_iteration_stats_are_named_not_misparsed():
     finally:
         server.shutdown()
     assert s.healthy and s.metrics is None and "JSON iteration statistics" in s.lines()[1]
+
+
+def test_status_with_endpoint_needs_no_stack_or_pulumi(cli, monkeypatch, metrics_server):
+    import json
+
+    def no_pulumi():
+        raise AssertionError("--endpoint must not read Pulumi outputs")
+
+    monkeypatch.setattr("cli.lifecycle.make_deployer", no_pulumi)
+    r = cli("status", "--endpoint", metrics_server)
+    assert r.exit_code == 0, r.output
+    assert f"{metrics_server}  healthy" in r.output and "running: 4" in r.output
+    r = cli("status", "--endpoint", metrics_server, "--endpoint", "http://127.0.0.1:9", "--json")
+    assert r.exit_code == 1
+    doc = json.loads(r.output)
+    assert [e["healthy"] for e in doc["endpoints"]] == [True, False] and doc["healthy"] is False
+    assert doc["endpoints"][0]["metrics"]["running"] == 4 and doc["endpoints"][1]["metrics"] is None
+    r = cli("status", "--endpoint", "not a url")
+    assert r.exit_code == 1 and "--endpoint" in r.output and "Traceback" not in r.output
+    r = cli("status")
+    assert r.exit_code == 1 and "pass STACK" in r.output and "--endpoint URL" in r.output

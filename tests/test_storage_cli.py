@@ -65,3 +65,83 @@ def test_missing_keys_and_missing_store_are_clean_errors(cli, monkeypatch, tmp_p
     assert r.exit_code == 1 and "AWS_ACCESS_KEY_ID" in r.output and "Traceback" not in r.output
     r = cli("weights", "ls")
     assert r.exit_code == 1 and "--stack" in r.output
+
+
+def test_push_to_a_missing_bucket_names_the_flag_and_create_bucket_creates_it(cli, s3_server, tmp_path,
+                                                                                monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3_server.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3_server.secret_key)
+    store = ["--endpoint", s3_server.endpoint, "--bucket", "not-there-yet"]
+    make_model(tmp_path / "Llama-Small", shards=(1 << 20,))
+    r = cli("weights", "push", str(tmp_path / "Llama-Small"), *store)
+    assert r.exit_code == 1 and "bucket not-there-yet does not exist" in r.output
+    assert "--create-bucket" in r.output and "--bucket" in r.output and "storage.bucket" not in r.output
+    r = cli("weights", "push", str(tmp_path / "Llama-Small"), *store, "--create-bucket")
+    assert r.exit_code == 0, r.output
+    assert f"created bucket not-there-yet at {s3_server.endpoint}" in r.output
+    # no --prefix: the folder's name
+    assert (s3_server.root / "not-there-yet" / "Llama-Small" / "inferry-manifest.json").is_file()
+    r = cli("weights", "push", str(tmp_path / "Llama-Small"), *store, "--create-bucket")
+    assert r.exit_code == 0 and "created bucket" not in r.output  # exists now: nothing created
+
+
+def test_pull_from_a_missing_stack_bucket_names_the_stack_field(cli, s3_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("T_S3_ACCESS", s3_server.access_key)
+    monkeypatch.setenv("T_S3_SECRET", s3_server.secret_key)
+    stack = str(_stack_file(tmp_path, s3_server, "no-such-stack-bucket"))
+    r = cli("weights", "pull", str(tmp_path / "out"), "--stack", stack)
+    assert r.exit_code == 1 and "storage.bucket in" in r.output and "--create-bucket" in r.output
+
+
+def test_ls_takes_prefix_and_json(cli, s3_server, tmp_path, monkeypatch):
+    import json
+
+    s3_server.bucket("cli-ls")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3_server.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3_server.secret_key)
+    store = ["--endpoint", s3_server.endpoint, "--bucket", "cli-ls"]
+    make_model(tmp_path / "m", shards=(1 << 20,))
+    for prefix in ("team-a/m1", "team-b/m2"):
+        assert cli("weights", "push", str(tmp_path / "m"), "-p", prefix, *store).exit_code == 0
+    r = cli("weights", "ls", *store, "--prefix", "team-a", "--json")
+    assert r.exit_code == 0, r.output
+    [model] = json.loads(r.output)
+    assert model["prefix"] == "team-a/m1" and model["complete"] is True and model["files"] == 4
+    r = cli("weights", "ls", *store, "-p", "team-b")
+    assert r.exit_code == 0 and "m2  4 file(s)" in r.output and "m1" not in r.output
+
+
+def test_help_names_every_env_variable_in_full(cli):
+    import re
+
+    for sub in ("push", "pull", "copy", "verify", "ls"):
+        r = cli("weights", sub, "--help", env={"COLUMNS": "80"})  # a common terminal: nothing is cut off
+        assert r.exit_code == 0 and "…" not in r.output, r.output
+        text = " ".join(r.output.split())
+        assert "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY" in text and "/..." not in text, sub
+    r = cli("weights", "copy", "--help", env={"COLUMNS": "200"})
+    text = " ".join(r.output.split())
+    assert "DEST_AWS_ACCESS_KEY_ID and DEST_AWS_SECRET_ACCESS_KEY" in text
+    for flag in ("--to-region", "--to-bucket", "--to-prefix", "--to-stack", "--to-endpoint", "--create-bucket"):
+        help_text = text.split(flag + " ", 1)[1].split("│", 1)[0]
+        assert len(re.sub(r"<[^>]*>|\[default: [^]]*\]", "", help_text).strip()) > 10, (flag, help_text)
+
+
+def test_store_errors_name_the_options_that_chose_the_store(cli, s3_server, tmp_path, monkeypatch):
+    s3_server.bucket("cli-origin")
+    make_model(tmp_path / "m", shards=(1 << 20,))
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3_server.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+    r = cli("weights", "push", str(tmp_path / "m"), "--endpoint", s3_server.endpoint, "--bucket", "cli-origin")
+    assert r.exit_code == 1 and "rejected the credentials" in r.output
+    assert "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY" in r.output and "storage." not in r.output
+    r = cli("weights", "ls", "--endpoint", "http://127.0.0.1:9", "--bucket", "cli-origin")
+    assert r.exit_code == 1 and "check --endpoint" in r.output and "storage." not in r.output
+    monkeypatch.setenv("DEST_AWS_ACCESS_KEY_ID", s3_server.access_key)
+    monkeypatch.setenv("DEST_AWS_SECRET_ACCESS_KEY", "not-the-secret-either")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3_server.secret_key)
+    assert cli("weights", "push", str(tmp_path / "m"), "--endpoint", s3_server.endpoint,
+               "--bucket", "cli-origin").exit_code == 0
+    r = cli("weights", "copy", "-p", "m", "--endpoint", s3_server.endpoint, "--bucket", "cli-origin",
+            "--to-endpoint", s3_server.endpoint, "--to-bucket", "cli-origin", "--to-prefix", "m2")
+    assert r.exit_code == 1 and "check DEST_AWS_ACCESS_KEY_ID / DEST_AWS_SECRET_ACCESS_KEY" in r.output, r.output

@@ -22,7 +22,8 @@ def test_program_builds_one_bucket_without_secrets_in_its_inputs():
     assert isinstance(provider, dict) and SECRET_SIG in provider  # the provider (holding the keys) is a secret
     plain = json.dumps({k: v for k, v in bucket.inputs.items() if k != "__provider"})
     assert "test-secret-" not in plain
-    assert exports["weights_bucket"] == d.storage.bucket and exports["weights"] == d.model.weights
+    assert exports["weights_bucket"] == d.storage.bucket
+    assert exports["weights"] == d.weights_uri == f"s3://{d.storage.bucket}/{d.model.weights}"
     assert mocks.of_type("inferry:storage:WeightStore")
 
 

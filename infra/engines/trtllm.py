@@ -114,7 +114,7 @@ def build_step(d: Deployment, weights: str, weights_digest: str | None = None) -
     options = b.model_dump() | {"tp": e.tensor_parallel_size, "pp": e.pipeline_parallel_size,
                                 "max_batch_size": e.max_batch_size, "max_num_tokens": e.max_num_tokens,
                                 "max_seq_len": e.max_model_len, "kv_cache_dtype": e.kv_cache_dtype}
-    key_src = json.dumps({"weights": d.model.weights, "digest": weights_digest, "gpu": d.provider.gpu,
+    key_src = json.dumps({"weights": d.weights_uri, "digest": weights_digest, "gpu": d.provider.gpu,
                           "version": e.version, "options": options}, sort_keys=True)
     digest = hashlib.sha256(key_src.encode()).hexdigest()[:16]
     # trtllm-serve lists an engine folder under its own name: end the path with the model's name.
@@ -145,7 +145,7 @@ def service_spec(d: Deployment, model_dir: str | None = None, models_dir: str = 
                  weights_digest: str | None = None, config_dir: str = CONFIG_DIR) -> ServiceSpec:
     """The `trtllm-serve` service for a deployment; model_dir is where the target put the weights."""
     e = _e(d)
-    weights = model_dir or weights_dir(d.model.weights, models_dir)
+    weights = model_dir or weights_dir(d.weights_uri, models_dir)
     s = e.speculative
     draft = ((s.model, weights_dir(s.model, models_dir)),) if s and s.model and s.model.startswith("s3://") else ()
     build = build_step(d, weights, weights_digest) if e.backend == "tensorrt" else None

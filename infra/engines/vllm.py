@@ -73,7 +73,7 @@ def service_spec(d: Deployment, model_dir: str | None = None, models_dir: str = 
     """The `vllm serve` service for a deployment; model_dir is where the target put the weights."""
     e = _e(d)
     streams = e.load_format == "runai_streamer"
-    model = d.model.weights if streams else (model_dir or weights_dir(d.model.weights, models_dir))
+    model = d.weights_uri if streams else (model_dir or weights_dir(d.weights_uri, models_dir))
     draft = _draft(d, models_dir)
     spec_json = speculative_json(d, draft[0][1] if draft else None)
     args = [model, *render_flags(FLAGS, d)]

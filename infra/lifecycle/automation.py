@@ -15,7 +15,7 @@ from typing import Any
 from infra.errors import InferryError, PulumiMissingError
 from infra.lifecycle.deployer import Changes, OutputValue, Progress
 from infra.lifecycle.progress import describe, failure
-from infra.pulumicli import INSTALL, cli_env, require_pulumi
+from infra.pulumicli import INSTALL, check_pulumi, cli_env, require_pulumi
 from infra.stackfile import Stack, project_root, read_yaml
 
 PASSPHRASE_VARS = ("PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")
@@ -79,6 +79,12 @@ class AutomationDeployer:
         if stack.path is None or stack.path.resolve() == default.resolve():
             return None
         return str(stack.path.resolve())
+
+    def check(self, stack: Stack) -> None:
+        """Fail now, before any output or question, when the stack cannot run: no usable Pulumi CLI, no
+        passphrase (asked here once when it is not in the environment)."""
+        check_pulumi()
+        self._env(stack)
 
     def _stack(self, stack: Stack):
         require_pulumi()

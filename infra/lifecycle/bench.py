@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from infra.errors import InferryError
 from infra.lifecycle.deployer import Deployer, endpoints
 from infra.lifecycle.loadgen import BenchReport, LoadSpec, run_load
-from infra.secrets import resolve
 from infra.lifecycle.journal import inferry_dir
 from infra.stackfile import Stack
 
@@ -43,35 +44,71 @@ def _writable(path: Path) -> None:
             raise IsADirectoryError(21, "Is a directory", str(path))
     except OSError as e:
         raise InferryError(f"cannot write the report to {e.filename or path}: {e.strerror}",
-                           "pass --json a file path in a writable folder", where="--json") from None
+                           "pass --report a file path in a writable folder", where="--report") from None
 
 
-def run_bench(stack: Stack, deployer: Deployer, spec_args: dict, json_out: Path | None) -> list[str]:
-    """Bench the stack's first endpoint (the load balancer when there is one); returns the printed lines."""
-    spec = LoadSpec(**spec_args, exact_length=stack.deployment.engine.kind == "vllm")
-    url = endpoints(deployer.outputs(stack), stack.name)[0]
-    key = resolve(stack.deployment.serving.api_key, stack.name, "serving.api_key", stack.path)
-    path = json_out or inferry_dir() / "bench" / f"{stack.name}.json"
+@dataclass(frozen=True)
+class BenchTarget:
+    """What to load: the URL, its key, the model name, and the stack it measures (None: an --endpoint alone)."""
+
+    url: str
+    key: str
+    model: str
+    stack: Stack | None = None
+
+    @property
+    def name(self) -> str:
+        """The report's name: the stack's, else the endpoint's host and port."""
+        return self.stack.name if self.stack else re.sub(r"[^A-Za-z0-9.-]+", "_", self.url.split("://", 1)[-1])
+
+
+def target_of(stack: Stack | None, deployer: Deployer | None, endpoint: str | None, key_env: str) -> BenchTarget:
+    """The stack's first endpoint (the load balancer when there is one), or --endpoint with its key and model."""
+    from infra.lifecycle.direct import api_key, checked_urls, served_model
+
+    if endpoint:
+        url = checked_urls([endpoint])[0]
+    elif stack is None or deployer is None:
+        raise InferryError("no stack or endpoint given", "pass STACK, or --endpoint URL", where="bench")
+    else:
+        url = endpoints(deployer.outputs(stack), stack.name)[0]
+    key = api_key(stack, key_env, required=True) or ""
+    model = stack.deployment.model.name if stack else served_model(url, key)
+    return BenchTarget(url, key, model, stack)
+
+
+def run_bench(t: BenchTarget, spec_args: dict, report_path: Path | None) -> tuple[dict, list[str]]:
+    """Bench one endpoint; returns (the report, the printed lines). With a stack, records tokens/s for plan."""
+    exact = t.stack is not None and t.stack.deployment.engine.kind == "vllm"
+    spec = LoadSpec(**spec_args, exact_length=exact)
+    path = report_path or inferry_dir() / "bench" / f"{t.name}.json"
     _writable(path)  # before the load: a run is not thrown away for want of a folder
-    report = run_load(url, key, stack.deployment.model.name, spec)
+    report = run_load(t.url, t.key, t.model, spec)
     path.write_text(json.dumps(report.to_dict(), indent=2) + "\n")
     lines = report_lines(report) + [f"  report: {path}"]
     if not report.completed:
         first = report.error_samples[0] if report.error_samples else "no answer"
+        check = f"inferry status {t.stack.name}" if t.stack else f"inferry status --endpoint {t.url}"
         raise InferryError(f"none of {spec.requests} request(s) completed ({first}); report: {path}",
-                           f"check the endpoint with `inferry status {stack.name}` and serving.api_key", where=url)
-    if report.completed and not report.errors:
-        from infra.measurements import record_measured_tps
-
-        n = replicas_behind(stack)
-        per_replica = report.output_tokens_per_s / n
-        record_measured_tps(stack.name, per_replica,
-                            {"endpoint": url, "replicas": n, "requests": spec.requests,
-                             "concurrency": spec.concurrency, "prompt_tokens": spec.prompt_tokens,
-                             "output_tokens": spec.output_tokens, "ttft_p50_ms": report.ttft_ms.p50,
-                             "itl_p50_ms": report.itl_ms.p50, "report": str(path)})
-        lines.append(f"  recorded {per_replica:.1f} output tokens/s per replica ({n} behind the endpoint) for "
-                     f"{stack.name}: `inferry plan {stack.name}` prices from it")
+                           f"check the endpoint with `{check}` and the API key", where=t.url)
+    if t.stack is None:
+        lines.append("  not recorded: no stack named (pass STACK to record tokens/s for `inferry plan`)")
+    elif not report.errors:
+        lines.append(_record(t.stack, t.url, spec, report, path))
     else:
         lines.append("  not recorded: a run with errors does not measure the engine")
-    return lines
+    return report.to_dict(), lines
+
+
+def _record(stack: Stack, url: str, spec: LoadSpec, report: BenchReport, path: Path) -> str:
+    from infra.measurements import record_measured_tps
+
+    n = replicas_behind(stack)
+    per_replica = report.output_tokens_per_s / n
+    record_measured_tps(stack.name, per_replica,
+                        {"endpoint": url, "replicas": n, "requests": spec.requests,
+                         "concurrency": spec.concurrency, "prompt_tokens": spec.prompt_tokens,
+                         "output_tokens": spec.output_tokens, "ttft_p50_ms": report.ttft_ms.p50,
+                         "itl_p50_ms": report.itl_ms.p50, "report": str(path)})
+    return (f"  recorded {per_replica:.1f} output tokens/s per replica ({n} behind the endpoint) for "
+            f"{stack.name}: `inferry plan {stack.name}` prices from it")

@@ -51,6 +51,9 @@ class Changes:
 class Deployer(Protocol):
     """Runs the inferry program for a stack; the Automation API in production, a harness in tests."""
 
+    def check(self, stack: Stack) -> None:
+        """InferryError now when the stack cannot be run (the commands call it before printing or asking)."""
+
     def preview(self, stack: Stack, progress: Progress) -> Changes:
         """What `up` would change."""
 

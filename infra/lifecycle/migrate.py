@@ -130,7 +130,7 @@ class Migration:
                                "or pass --allow-changes", where=f"migrate {self.a.name} -> {self.b.name}")
         self.api_key(self.b)  # a missing secret stops the migration before anything is copied
         estimate = None
-        if self.a.deployment.model.weights.startswith("s3://"):
+        if self.a.deployment.model.in_store:
             rate, source = load_rate(self.root)
             estimate = Estimate(self.weights.size(self.a), rate, source, self.a.deployment.provider.egress_per_gb)
         return Plan(diffs, estimate, [s for s in STEPS if self.journal.is_done(s)])
@@ -170,7 +170,7 @@ class Migration:
         return healthy  # what keeps serving while B comes up
 
     def _step_copy(self) -> str:
-        if not self.a.deployment.model.weights.startswith("s3://"):
+        if not self.a.deployment.model.in_store:
             return f"weights at {self.a.deployment.model.weights} are on the hosts: nothing to copy"
         t = self.weights.copy(self.a, self.b, lambda line: self.say(f"      {line}"))
         self.weights.verify(self.b)

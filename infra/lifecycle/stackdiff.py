@@ -54,8 +54,16 @@ def _walk(path: str, a: Any, b: Any, out: list[FieldDiff]) -> None:
 def diff(a: Deployment, b: Deployment) -> list[FieldDiff]:
     """Every differing field, by path, in section order."""
     out: list[FieldDiff] = []
-    _walk("", a.model_dump(mode="json", exclude_none=True), b.model_dump(mode="json", exclude_none=True), out)
+    _walk("", _dump(a), _dump(b), out)
     return out
+
+
+def _dump(d: Deployment) -> dict[str, Any]:
+    """The deployment as JSON, model.weights as its key prefix: s3://BUCKET/x (old form) and x are one place."""
+    data = d.model_dump(mode="json", exclude_none=True)
+    if d.model.weights_prefix is not None:
+        data["model"]["weights"] = d.model.weights_prefix
+    return data
 
 
 def pinned_changes(diffs: list[FieldDiff]) -> list[FieldDiff]:

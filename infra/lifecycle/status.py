@@ -95,10 +95,10 @@ def _n(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.0f}"
 
 
-def endpoint_status(url: str, timeout: float = 3.0) -> EndpointStatus:
-    """Probe one endpoint's /health and /metrics."""
+def endpoint_status(url: str, timeout: float = 3.0, api_key: str | None = None) -> EndpointStatus:
+    """Probe one endpoint's /health and /metrics (with the key: an auth proxy guards /metrics)."""
     healthy = probe.healthy(url, timeout)
-    code, text = probe.get(probe.base_url(url) + "/metrics", timeout)
+    code, text = probe.get(probe.base_url(url) + "/metrics", timeout, api_key)
     if code != 200:
         return EndpointStatus(url, healthy, error=f"GET /metrics answered {code or 'nothing'}")
     if text.lstrip().startswith(("[", "{")):
@@ -108,6 +108,14 @@ def endpoint_status(url: str, timeout: float = 3.0) -> EndpointStatus:
         return EndpointStatus(url, healthy, parse_metrics(text))
     except (ValueError, KeyError) as e:
         return EndpointStatus(url, healthy, error=f"unreadable Prometheus text: {e}")
+
+
+def status_json(results: list[EndpointStatus], hosts: list[str]) -> dict:
+    """`inferry status --json`: every endpoint with its metrics (null when unread), and the host lines."""
+    from dataclasses import asdict
+
+    return {"endpoints": [asdict(r) for r in results], "hosts": hosts,
+            "healthy": all(r.healthy for r in results)}
 
 
 def host_status(stack) -> list[str]:

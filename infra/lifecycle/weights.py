@@ -11,8 +11,8 @@ def _store(stack: Stack):
     """(settings for the bucket holding the model, model prefix) in the stack's store."""
     from infra.storage.settings import StoreSettings
 
-    m = stack.deployment.model
-    return StoreSettings.from_stack(stack).with_bucket(m.weights_bucket), m.weights_prefix
+    # The model's prefix is the same in every stack; the bucket is each stack's own storage.bucket.
+    return StoreSettings.from_stack(stack), stack.deployment.model.weights_prefix
 
 
 class StoreWeights:
@@ -27,10 +27,13 @@ class StoreWeights:
         return remote.read_manifest(Store.of(settings), prefix).total
 
     def copy(self, src: Stack, dst: Stack, progress: Progress) -> Transfer:
-        """Copy what dst's store lacks (resumable: files already there are skipped)."""
+        """Copy what dst's bucket lacks into it, creating it if missing (resumable: files there are skipped)."""
+        from infra.storage.bucket import ensure_bucket
         from infra.storage.sync import copy
 
         (s, s_prefix), (d, d_prefix) = _store(src), _store(dst)
+        if ensure_bucket(d):  # B is brought up after the copy; its `up` adopts the bucket
+            progress(f"created bucket {d.bucket} at {d.endpoint}")
         result = copy(s, s_prefix, d, d_prefix)
         progress(result.summary)
         return Transfer(result.manifest.total, result.bytes_moved, result.seconds)

@@ -43,15 +43,8 @@ class BucketProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         """Create the bucket, or adopt it when it already exists; then tag it."""
         s = self._settings(props)
-        s3 = s.client()
-        adopted = _exists(s, s3)
-        if not adopted:
-            args: dict[str, Any] = {"Bucket": s.bucket}
-            if s.region != "us-east-1":  # AWS rejects an explicit us-east-1 constraint and needs any other
-                args["CreateBucketConfiguration"] = {"LocationConstraint": s.region}
-            with s3_errors(s, action="create bucket"):
-                s3.create_bucket(**args)
-        return CreateResult(s.bucket, _outs(props, adopted, _tag(s, s3, props.get("tags") or {})))
+        adopted = not ensure_bucket(s)
+        return CreateResult(s.bucket, _outs(props, adopted, _tag(s, s.client(), props.get("tags") or {})))
 
     @reported
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
@@ -110,6 +103,19 @@ def _outs(props: dict[str, Any], adopted: bool, tags_applied: bool) -> dict[str,
     out = {k: props.get(k) for k in INPUT_KEYS}
     out.update(adopted=adopted, tags_applied=tags_applied)
     return out
+
+
+def ensure_bucket(s: StoreSettings) -> bool:
+    """Create the bucket unless it exists; True when this call created it (`inferry up` adopts it later)."""
+    s3 = s.client()
+    if _exists(s, s3):
+        return False
+    args: dict[str, Any] = {"Bucket": s.bucket}
+    if s.region != "us-east-1":  # AWS rejects an explicit us-east-1 constraint and needs any other
+        args["CreateBucketConfiguration"] = {"LocationConstraint": s.region}
+    with s3_errors(s, action="create bucket"):
+        s3.create_bucket(**args)
+    return True
 
 
 def _exists(s: StoreSettings, s3: Any) -> bool:

@@ -38,7 +38,7 @@ class WeightStore(pulumi.ComponentResource):
         self.resource = Bucket(f"{name}-bucket", props, ak, sk, pulumi.ResourceOptions(parent=self))
         self.bucket = self.resource.bucket
         self.endpoint = s.endpoint
-        self.weights = d.model.weights
+        self.weights = d.weights_uri
         self.register_outputs({"bucket": self.bucket, "endpoint": self.endpoint, "weights": self.weights})
 
 

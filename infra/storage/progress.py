@@ -18,9 +18,15 @@ class Meter:
         self._lock = threading.Lock()
         self._start = self._last = time.monotonic()
         self._every = every_s
-        self._bar = self._task = None
+        self._bar = self._task = self._ticker = None
+        self._stop = threading.Event()
         if self.show and self.stream.isatty() and total:
             self._start_bar()
+        elif self.show and total and every_s > 0:
+            # Off a terminal a line is due every every_s even when no chunk arrives: one part of a slow upload
+            # or a server-side copy of a large object may take minutes.
+            self._ticker = threading.Thread(target=self._tick, name=f"meter {label}", daemon=True)
+            self._ticker.start()
 
     def _start_bar(self) -> None:
         from rich.console import Console
@@ -44,6 +50,15 @@ class Meter:
         elif due:
             self._line()
 
+    def _tick(self) -> None:
+        while not self._stop.wait(self._every):
+            with self._lock:
+                due = time.monotonic() - self._last >= self._every * 0.9  # a chunk may have just printed one
+                if due:
+                    self._last = time.monotonic()
+            if due and not self._stop.is_set():
+                self._line()
+
     def kept(self, n: int) -> None:
         """Bytes already at the destination from an interrupted run: they advance the bar, not the bytes moved."""
         with self._lock:
@@ -63,6 +78,11 @@ class Meter:
 
     def close(self) -> None:
         """Stop the bar, or print the final line."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join()  # it wakes at once on the event: no line after the final one
         if self._bar is not None:
             self._bar.stop()
         elif self.show and self.total:

@@ -124,7 +124,6 @@ def model_reader(store: Store, prefix: str) -> Callable[[str], bytes | None]:
 def stack_reader(stack: Stack) -> Callable[[str], bytes | None] | None:
     """`inferry plan --from-store`'s reader of the stack's model folder; None when the weights are not in a store."""
     m = stack.deployment.model
-    if m.weights_bucket is None:
+    if m.weights_prefix is None:
         return None
-    settings = StoreSettings.from_stack(stack).with_bucket(m.weights_bucket)
-    return model_reader(Store.of(settings), m.weights_prefix or "")
+    return model_reader(Store.of(StoreSettings.from_stack(stack)), m.weights_prefix)

@@ -22,6 +22,20 @@ ENV_ACCESS, ENV_SECRET = "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"
 
 
 @dataclass(frozen=True)
+class Origin:
+    """What named a store, for the fixes in its errors: a stack's storage fields, or options and env variables."""
+
+    endpoint: str = "storage.endpoint"
+    keys: str = "storage.access_key_id / storage.secret_access_key"
+    missing_bucket: str = "create it (`inferry up` creates the stack's bucket) or fix storage.bucket"
+
+    @classmethod
+    def options(cls, flag: str, env_prefix: str, missing_bucket: str) -> Origin:
+        """A store named on the command line: --{flag}endpoint, keys from {env_prefix}AWS_* variables."""
+        return cls(f"--{flag}endpoint", f"{env_prefix}{ENV_ACCESS} / {env_prefix}{ENV_SECRET}", missing_bucket)
+
+
+@dataclass(frozen=True)
 class StoreSettings:
     """One S3-compatible store: where it is, which bucket, which keys, how to transfer."""
 
@@ -36,6 +50,7 @@ class StoreSettings:
     connect_timeout: float = 5.0
     read_timeout: float = 60.0
     retries: int = 3
+    origin: Origin = field(default=Origin(), compare=False, repr=False)  # fixes name what the user set
 
     @classmethod
     def from_config(cls, cfg: StorageConfig, access_key: str, secret_key: str, **tuning) -> StoreSettings:
@@ -139,10 +154,10 @@ def s3_errors(settings: StoreSettings, key: str = "", action: str = "access") ->
         raise _client_error(code, str(e), settings, where, action) from None
     except EndpointConnectionError:
         raise StorageError(f"cannot {action}: endpoint {settings.endpoint} is not reachable",
-                           "check storage.endpoint and that the store is up", where=where) from None
+                           f"check {settings.origin.endpoint} and that the store is up", where=where) from None
     except BotoCoreError as e:
-        raise StorageError(f"cannot {action}: {scrub(str(e), settings)}", "check storage.endpoint and the network",
-                           where=where) from None
+        raise StorageError(f"cannot {action}: {scrub(str(e), settings)}",
+                           f"check {settings.origin.endpoint} and the network", where=where) from None
 
 
 def scrub(text: str, s: StoreSettings, limit: int = 300) -> str:
@@ -157,10 +172,9 @@ def scrub(text: str, s: StoreSettings, limit: int = 300) -> str:
 def _client_error(code: str, text: str, s: StoreSettings, where: str, action: str) -> StorageError:
     if code in _AUTH:
         return StorageError(f"cannot {action}: the store rejected the credentials ({code})",
-                            "check storage.access_key_id / storage.secret_access_key (or AWS_* env)", where=where)
+                            f"check {s.origin.keys}", where=where)
     if code in ("NoSuchBucket", "404") and action != "read object":
-        return StorageError(f"bucket {s.bucket} does not exist at {s.endpoint}",
-                            "create it (inferry up creates the WeightStore bucket) or fix storage.bucket", where=where)
+        return StorageError(f"bucket {s.bucket} does not exist at {s.endpoint}", s.origin.missing_bucket, where=where)
     if code == "InvalidBucketName":
         return StorageError(f"the endpoint rejects bucket name {s.bucket!r}: {scrub(text.split(': ', 1)[-1], s)}",
                             "use 3-63 lowercase letters, digits and hyphens", where=where)

@@ -46,20 +46,22 @@ def verify(settings: StoreSettings, prefix: str, show: bool | None = None) -> Ve
             if e.path in sizes and sizes[e.path] != e.size]
     check = [e for e in manifest.files if sizes.get(e.path) == e.size]
     meter = Meter(f"verify {prefix}", sum(e.size for e in check), show)
-    with Pool(settings.concurrency) as pool:
-        futures = drive(hash_object(pool, store, model_key(prefix, e.path), e.size, meter) for e in check)
-        for e, fut in zip(check, futures):
-            try:
-                sha, xxh = fut.result()
-            except Cancelled:
-                continue
-            except Exception:  # noqa: BLE001 - the pool's first error is raised below
-                continue
-            if sha != e.sha256:
-                bad.append(BadFile(e.path, f"sha256 {sha[:12]}… != manifest {e.sha256[:12]}…"))
-            elif e.xxh3_128 and xxh != e.xxh3_128:  # what pulls check: a wrong one would fail every pull
-                bad.append(BadFile(e.path, f"xxh3-128 {xxh[:12]}… != manifest {e.xxh3_128[:12]}…"))
-    meter.close()
+    try:
+        with Pool(settings.concurrency) as pool:
+            futures = drive(hash_object(pool, store, model_key(prefix, e.path), e.size, meter) for e in check)
+            for e, fut in zip(check, futures):
+                try:
+                    sha, xxh = fut.result()
+                except Cancelled:
+                    continue
+                except Exception:  # noqa: BLE001 - the pool's first error is raised below
+                    continue
+                if sha != e.sha256:
+                    bad.append(BadFile(e.path, f"sha256 {sha[:12]}… != manifest {e.sha256[:12]}…"))
+                elif e.xxh3_128 and xxh != e.xxh3_128:  # what pulls check: a wrong one would fail every pull
+                    bad.append(BadFile(e.path, f"xxh3-128 {xxh[:12]}… != manifest {e.xxh3_128[:12]}…"))
+    finally:
+        meter.close()  # also stops its progress lines
     real = [e for e in pool.errors if not isinstance(e, Cancelled)]
     if real:
         raise real[0]

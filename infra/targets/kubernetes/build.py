@@ -36,7 +36,7 @@ def _upload_container(ctx: Ctx) -> dict[str, Any]:
     return {
         "name": "upload-engine", "image": ctx.t.fetch_image,
         "command": ["sh", f"{SCRIPTS_DIR}/{weights.UPLOAD_SCRIPT}"],
-        "env": [{"name": "BUCKET", "value": ctx.d.model.weights_bucket or ctx.d.storage.bucket},
+        "env": [{"name": "BUCKET", "value": ctx.d.storage.bucket},
                 {"name": "BUILD_PREFIX", "value": weights.build_prefix(ctx)},
                 {"name": "BUILD_DIR", "value": ctx.spec.build.output_dir}] + weights.s3_env(ctx),
         "volumeMounts": weights.weight_mounts(ctx, read_only=False)[1:] + [weights.scripts_mount()],

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 from infra.config import Deployment, KubernetesTarget as TargetSection
-from infra.errors import Problem
+from infra.errors import ConfigError, Problem
 from infra.targets.kubernetes.names import app_name
 
 # Kubernetes apimachinery validation rules (k8s.io/apimachinery/pkg/util/validation).
@@ -48,6 +48,12 @@ def _scaling(d: Deployment, t: TargetSection) -> list[Problem]:
     if a is not None and not a.scale_to_zero and a.metric is None and d.engine.kind != "vllm":
         problems.append(Problem("target.autoscaling.metric", f"{d.engine.kind} exports no queue gauge inferry knows",
                                 hint="name a per-pod Prometheus gauge, or use scale_to_zero (HTTP add-on)"))
+    if a is not None and a.engine == "keda" and not a.scale_to_zero and not t.service_monitor:
+        # KEDA asks Prometheus; without a scrape the query is empty and the autoscaler never sees its metric.
+        problems.append(Problem("target.service_monitor", "the KEDA Prometheus trigger reads the engine's queue "
+                                f"gauge from {a.prometheus_url}, but nothing makes Prometheus scrape the engine pods",
+                                "false", hint="set target.service_monitor: true (a Prometheus operator ServiceMonitor "
+                                "for the engine's /metrics)"))
     if a is not None and a.scale_to_zero and a.engine != "keda":
         problems.append(Problem("target.autoscaling.scale_to_zero", "needs engine: keda (the HTTP add-on)",
                                 repr(a.engine)))
@@ -80,9 +86,17 @@ def check_kubernetes(d: Deployment) -> list[Problem]:
     if not t.context:
         problems.append(Problem("target.context", "required: inferry never deploys to the ambient current-context",
                                 hint="set the kubeconfig context name (kubectl config get-contexts)"))
-    if t.weights_delivery != "stream" and not d.model.weights.startswith("s3://"):
-        problems.append(Problem("model.weights", "pods fetch weights from the store: expected s3://BUCKET/PREFIX",
-                                repr(d.model.weights)))
+    if t.weights_delivery != "stream" and not d.model.in_store:
+        problems.append(Problem("model.weights", "pods fetch weights from the store: expected the model's key "
+                                "prefix in storage.bucket, e.g. llama-3.1-8b-instruct", repr(d.model.weights)))
     if len(app_name(d)) > 52:
         problems.append(Problem("model.name", "too long for Kubernetes object names", repr(d.model.name)))
     return problems
+
+
+def refuse_broken_scaling(d: Deployment) -> None:
+    """ConfigError for an autoscaler validate refuses (one that could never see its metric): render and up stop."""
+    t = d.target
+    errors = [p for p in _scaling(d, t) if p.severity == "error"] if isinstance(t, TargetSection) else []
+    if errors:
+        raise ConfigError("stack", errors)

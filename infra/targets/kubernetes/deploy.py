@@ -18,10 +18,12 @@ def spec_for(d: Deployment) -> ServiceSpec:
 def deploy(stack: Stack) -> dict[str, Any]:
     """Create the KubernetesTarget for a stack; returns its exports (endpoint, endpoints)."""
     from infra import secrets
+    from infra.targets.kubernetes.checks import refuse_broken_scaling
     from infra.targets.kubernetes.component import KubernetesTarget
     from infra.targets.kubernetes.context import KubernetesTargetArgs
 
     d = stack.deployment
+    refuse_broken_scaling(d)
     values = {path: secrets.output(ref, path) for path, ref in d.secret_refs().items()}
     target = KubernetesTarget("kubernetes", KubernetesTargetArgs(deployment=d, spec=spec_for(d), secrets=values))
     return {"endpoint": target.endpoint, "endpoints": target.endpoints, "served_model": target.model}

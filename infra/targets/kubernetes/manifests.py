@@ -68,6 +68,8 @@ def render_kubernetes(stack: Stack) -> dict[str, str]:
     """The hook of `inferry render`: manifests for a kubernetes stack, nothing for other targets."""
     if stack.deployment.target.kind != "kubernetes":
         return {}
+    from infra.targets.kubernetes.checks import refuse_broken_scaling
     from infra.targets.kubernetes.deploy import spec_for
 
+    refuse_broken_scaling(stack.deployment)
     return render(stack.deployment, spec_for(stack.deployment), stack.name)

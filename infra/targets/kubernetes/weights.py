@@ -61,7 +61,7 @@ def scripts_mount() -> dict[str, Any]:
 
 def weight_sets(ctx: Ctx) -> list[tuple[str, str, str]]:
     """(s3:// source, folder, container suffix) of the model and each extra weights set (speculative drafts)."""
-    sets = [(ctx.d.model.weights, ctx.spec.model_dir, "weights")]
+    sets = [(ctx.d.weights_uri, ctx.spec.model_dir, "weights")]
     return sets + [(src, path, f"extra-{i}") for i, (src, path) in enumerate(ctx.spec.extra_weights)]
 
 
@@ -77,7 +77,7 @@ def init_containers(ctx: Ctx) -> list[dict[str, Any]]:
 def fetch_container(ctx: Ctx, with_build: bool = True, source: str | None = None, folder: str | None = None,
                     suffix: str = "weights") -> dict[str, Any]:
     """Init container: copy one weights set (and the built engine) from the store into the weights volume."""
-    bucket, _, prefix = (source or ctx.d.model.weights).removeprefix("s3://").partition("/")
+    bucket, _, prefix = (source or ctx.d.weights_uri).removeprefix("s3://").partition("/")
     env = [{"name": "BUCKET", "value": bucket}, {"name": "PREFIX", "value": prefix.strip("/")},
            {"name": "WEIGHTS_DIR", "value": folder or ctx.spec.model_dir},
            {"name": "MANIFEST", "value": MANIFEST_NAME}]

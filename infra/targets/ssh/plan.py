@@ -64,7 +64,7 @@ def plan(d: Deployment, spec: ServiceSpec) -> TargetPlan:
     assert isinstance(t, SshTarget)
     _check(d)
     files, data = service_files(d, spec), to_data(spec)
-    sources = [] if spec.streams_weights else [d.model.weights] + [src for src, _ in spec.extra_weights]
+    sources = [] if spec.streams_weights else [d.weights_uri] + [src for src, _ in spec.extra_weights]
     ops_log = posixpath.join(t.service_dir, "ops.log")
     hosts = []
     for h in t.hosts:
