@@ -143,11 +143,17 @@ class StorageConfig(Strict):
         return v
 
 
+ONE_LINE = r"^[^\s\x00-\x1f\x7f](?:[^\x00-\x1f\x7f]{0,198}[^\s\x00-\x1f\x7f])?$"
+
+
 class ProviderConfig(Strict):
     """Who rents the GPUs, where, and at what price."""
 
-    name: str = Field(min_length=1)
-    region: str = Field(min_length=1)
+    # Both are printed in plan tables and outputs: one printable line, no edge spaces (a newline would forge lines).
+    name: str = Field(pattern=ONE_LINE, description="the provider's name on one printable line, up to 200 characters",
+                      json_schema_extra={"fix": "write it on one line, without leading or trailing spaces"})
+    region: str = Field(pattern=ONE_LINE, description="a region name on one printable line, e.g. es-madrid",
+                        json_schema_extra={"fix": "write it on one line, without leading or trailing spaces"})
     gpu: str = Field(min_length=1, description="catalog GPU key, e.g. H100-80GB")
     gpu_count: int = Field(default=1, ge=1, le=64, description="GPUs per host or replica")
     price_per_gpu_hour: float = Field(ge=0, le=1e6)

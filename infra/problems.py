@@ -199,7 +199,9 @@ def _pattern_problem(root: type[BaseModel], loc: tuple, path: str, err: dict, fo
     parent = model_at(root, loc)
     field = parent.model_fields.get(str(loc[-1])) if parent else None
     what = f"expected {field.description}" if field and field.description else "not an allowed value"
-    return Problem(path, what, found, hint=f"use a value matching {err.get('ctx', {}).get('pattern', '')}")
+    extra = field.json_schema_extra if field and isinstance(field.json_schema_extra, dict) else {}
+    hint = extra.get("fix") or f"use a value matching {err.get('ctx', {}).get('pattern', '')}"
+    return Problem(path, what, found, hint=str(hint))
 
 
 def problems_from_validation(root: type[BaseModel], exc: ValidationError, prefix: str = "") -> list[Problem]:

@@ -197,6 +197,17 @@ def test_control_characters_in_weights_path_are_refused(tmp_path):
     assert msg.startswith("model.weights: must not contain control characters")
 
 
+
+@pytest.mark.parametrize("field,value", [("name: example-eu-cloud", "name: \"\\n\\n  \""),
+                                         ("name: example-eu-cloud", "name: ' padded'"),
+                                         ("region: es-madrid\n      gpu", "region: \"es-\\rmadrid\"\n      gpu")])
+def test_provider_names_print_on_one_line(tmp_path, field, value):
+    """Found by fuzzing: a provider name of newlines was accepted and printed into validate's OK line."""
+    [msg] = problems(mutate(tmp_path, (field, value)))
+    key = "provider.name" if value.startswith("name") else "provider.region"
+    assert msg.startswith(f"{key}: expected") and msg.endswith("write it on one line, without leading or trailing spaces")
+
+
 # Hostile input: each case below was a traceback, a hang or a silent acceptance found by fuzzing.
 
 @pytest.mark.parametrize("value", ["", " null", " ~"])
