@@ -99,7 +99,10 @@ class StoreSettings:
         return f"s3://{self.bucket}/{key} at {self.endpoint}"
 
     def client(self):
-        """A boto3 S3 client with the settings S3-compatible endpoints need (see environment.md)."""
+        """An S3 client (botocore's, what boto3 hands out) with the settings S3-compatible endpoints need.
+
+        See environment.md.
+        """
         from botocore.config import Config
 
         # when_required: otherwise botocore adds CRC32 trailers and validates ranged GETs, which
@@ -109,7 +112,7 @@ class StoreSettings:
                      max_pool_connections=max(10, self.concurrency + 4), tcp_keepalive=True,
                      connect_timeout=self.connect_timeout, read_timeout=self.read_timeout,
                      retries={"max_attempts": self.retries, "mode": "standard"})
-        client = _session().client(
+        client = _session().create_client(
             "s3", endpoint_url=self.endpoint, region_name=self.region, config=cfg,
             aws_access_key_id=self.access_key, aws_secret_access_key=self.secret_key)
         for op in ("UploadPart", "PutObject"):
@@ -119,10 +122,14 @@ class StoreSettings:
 
 @functools.lru_cache(maxsize=1)
 def _session():
-    """One boto3 session per process: a new one re-reads botocore's endpoint data (~0.2 s a client)."""
-    import boto3
+    """One botocore session per process: a new one re-reads botocore's endpoint data (~0.2 s a client).
 
-    return boto3.session.Session()
+    botocore's own, not boto3's: importing boto3 (s3transfer, resources) costs a short command
+    about a third of its start-up, and its clients are botocore's anyway.
+    """
+    import botocore.session
+
+    return botocore.session.get_session()
 
 
 def _unsigned_payload(request, **_: object) -> None:
