@@ -121,7 +121,7 @@ def push(settings: StoreSettings, folder: Path, prefix: str, show: bool | None =
                     key = model_key(prefix, e.path)
                     yield _journaled(journal, e, upload(pool, store, folder / e.path, key, e, meter, journal))
 
-        return drive(jobs())
+        return drive(jobs(), width=max(4, settings.concurrency))  # small files: one PUT each, keep workers busy
 
     pending = sum(st.st_size for rel, st in files if rel in repair or remote.sizes.get(rel) != st.st_size)
     try:
@@ -173,8 +173,8 @@ def pull(settings: StoreSettings, prefix: str, folder: Path, show: bool | None =
         return job
 
     def start(pool: Pool, meter: Meter) -> list[Future]:
-        return drive(remember(e, download(pool, store, model_key(prefix, e.path), e, folder / e.path, meter))
-                     for e in todo)
+        return drive((remember(e, download(pool, store, model_key(prefix, e.path), e, folder / e.path, meter))
+                      for e in todo), width=max(4, settings.concurrency))
 
     try:
         moved, resumed = _run(settings, f"pull {prefix}", sum(e.size for e in todo), show, start)
