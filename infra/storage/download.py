@@ -7,8 +7,8 @@ appended to FILE.inferry-parts with its digest (the manifest's xxh3-128, or an x
 own), after a header naming the object (size, part size, the manifest's digest). A pull
 that was killed or failed leaves both behind; the next one reads back each recorded part,
 keeps it when its digest still matches (the page cache may have lost it in a crash, or the
-file been edited) and fetches only the other parts with ranged GETs. The whole file is still
-checked against the manifest before it is renamed into place.
+file been edited) and fetches only the other parts with ranged GETs. Every byte is still
+checked against the manifest (part by part, or the whole file) before it is renamed into place.
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ class PartLog:
         self._removed = False
 
     def load(self) -> dict[int, str]:
-        """{part index: xxh3-64} recorded for this very object; {} when none, or for another object."""
+        """{part index: digest} recorded for this very object; {} when none, or for another object."""
         try:
             head, *lines = self.path.read_text().splitlines()
         except (OSError, ValueError):
