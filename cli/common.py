@@ -2,18 +2,43 @@
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import typer
-from rich.console import Console
 
 from infra.errors import ConfigError, InferryError
 from infra.resources import bundled
 from infra.stackfile import Stack, project_root
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+class _LazyConsole:
+    """A rich Console made on first use: importing rich costs a short command a good part of its start-up."""
+
+    def __init__(self, **kw: Any):
+        self._kw: dict[str, Any] = kw
+        self._console: Any = None
+
+    def print(self, *objects: Any, markup: bool | None = None, end: str = "\n", **kw: Any) -> None:
+        """Plain strings without markup are written as they are (as rich would: no highlighting, no wrapping)."""
+        if markup is False and not kw and all(isinstance(o, str) for o in objects):
+            stream = sys.stderr if self._kw.get("stderr") else sys.stdout
+            stream.write(" ".join(objects) + end)
+            stream.flush()
+            return
+        self.__getattr__("print")(*objects, markup=markup, end=end, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._kw)
+        return getattr(self._console, name)
+
+
+out: Any = _LazyConsole(highlight=False, soft_wrap=True)
+err: Any = _LazyConsole(stderr=True, highlight=False, soft_wrap=True)
 
 
 def print_error(e: InferryError) -> None:
@@ -53,8 +78,6 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def confirm(question: str) -> None:
     """Ask before a destructive step; no terminal means no answer, so say to pass --yes."""
-    import sys
-
     if not sys.stdin.isatty():
         raise InferryError(f"'{question}' needs a yes, but there is no terminal to ask on", "pass --yes")
     if not typer.confirm(question):

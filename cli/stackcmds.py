@@ -7,7 +7,6 @@ import typer
 
 from cli.common import err, handle_errors, out, say_example
 from infra.errors import ConfigError, InferryError
-from infra.initfile import render_init
 from infra.stackfile import in_project, load_stack, project_root, stack_path
 from infra.validate import findings
 
@@ -38,6 +37,8 @@ def init(
     engine: str = typer.Option("vllm", help="vllm | tensorrt-llm"),
 ) -> None:
     """Write a commented stack file that validates; never overwrites."""
+    from infra.initfile import render_init  # jinja2: only `init` renders a template
+
     _, path = stack_path(stack, examples=False)
     if path.exists():
         raise InferryError(f"{path} already exists", "choose another stack name or delete the file first")

@@ -24,7 +24,9 @@ REGION = typer.Option("us-east-1", "--region", help="region for SigV4 signing (w
 BUCKET = typer.Option(None, "--bucket", help="bucket name (with --endpoint)")
 PREFIX = typer.Option(None, "--prefix", "-p", help="model folder in the bucket (default: the stack's model.weights)")
 CONCURRENCY = typer.Option(8, "--concurrency", min=1, max=256, help="parallel part transfers")
-PART_MIB = typer.Option(32, "--part-size-mib", min=5, max=5120, help="multipart part size in MiB")
+PART_MIB = typer.Option(32, "--part-size-mib", min=5, max=5120,
+                        help="multipart part size in MiB (a pull of a model whose manifest has part digests uses "
+                             "the part size it was pushed with)")
 VIRTUAL = typer.Option(False, "--virtual-hosted", help="virtual-hosted addressing instead of path style")
 REPAIR = typer.Option(None, "--repair", metavar="FILE",
                       help="send this file even if the store seems to hold it (repeatable; what verify names)")
@@ -50,7 +52,7 @@ def _settings(stack: str | None, endpoint: str | None, region: str, bucket: str 
         raise InferryError("no store given", f"pass --{flag}stack NAME, or --{flag}endpoint URL and --{flag}bucket NAME")
     import re
 
-    from infra.config import BUCKET_NAME, endpoint_problem
+    from infra.storage.settings import BUCKET_NAME, endpoint_problem
 
     problem = endpoint_problem(endpoint)
     if problem:
@@ -105,7 +107,8 @@ def pull(folder: Path = typer.Argument(..., help="local folder to fill"), prefix
          stack: Optional[str] = STACK, endpoint: Optional[str] = ENDPOINT, region: str = REGION,
          bucket: Optional[str] = BUCKET, concurrency: int = CONCURRENCY, part_size_mib: int = PART_MIB,
          virtual_hosted: bool = VIRTUAL) -> None:
-    """Download a complete model, checking every file; an interrupted pull resumes inside the file it was on."""
+    """Download a complete model, checking every byte against the manifest's xxh3-128 digests (per part where it has
+    them; sha256 for manifests written before xxh3); an interrupted pull resumes inside the file it was on."""
     from infra.storage.sync import pull as run
 
     s, default = _settings(stack, endpoint, region, bucket, concurrency, part_size_mib, virtual_hosted)
@@ -151,7 +154,9 @@ def copy(prefix: Optional[str] = PREFIX, stack: Optional[str] = STACK, endpoint:
 def verify(prefix: Optional[str] = PREFIX, stack: Optional[str] = STACK, endpoint: Optional[str] = ENDPOINT,
            region: str = REGION, bucket: Optional[str] = BUCKET, concurrency: int = CONCURRENCY,
            part_size_mib: int = PART_MIB, virtual_hosted: bool = VIRTUAL) -> None:
-    """Re-read every stored file and compare size and sha256 with the manifest; exits 1 naming bad files.
+    """Re-read every stored file and compare size, sha256 and xxh3-128 (whole and per part) with the manifest.
+
+    Exits 1 naming the files that do not match.
 
     The fix it prints is the exact command that re-sends those files (push --repair, or copy --repair
     for a model that was copied from another store).

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from infra.config_engines import EngineConfig, TrtllmEngine, VllmEngine
 from infra.config_targets import INT32_MAX, STRICT, KubernetesTarget, SecretRef, SshHost, SshTarget, TargetConfig
+from infra.storage.settings import BUCKET_NAME, endpoint_problem  # there so weights commands skip pydantic
 
 __all__ = [
     "Deployment", "ModelConfig", "Architecture", "StorageConfig", "ProviderConfig",
@@ -17,8 +18,6 @@ __all__ = [
 
 # A served model name ends up in URLs, labels and file names: keep it boring.
 SERVED_NAME = r"^[A-Za-z0-9][A-Za-z0-9._\-/]{0,127}$"
-# S3 bucket naming rules (AWS): 3-63 chars, lowercase letters, digits, dots, hyphens.
-BUCKET_NAME = r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$"
 
 
 class Strict(BaseModel):
@@ -104,21 +103,6 @@ def _prefix_problem(prefix: str) -> str | None:
         return f"{expected}: no empty, '.' or '..' folder names"
     if len(prefix.encode()) > 900:  # S3 keys are at most 1024 bytes: leave room for the file names
         return "the prefix is longer than 900 bytes"
-    return None
-
-
-def endpoint_problem(url: str) -> str | None:
-    """Why url is not a usable http(s) endpoint, or None (urlsplit/port raise on what boto3 cannot use)."""
-    from urllib.parse import urlsplit
-
-    expected = "expected http(s)://HOST[:PORT], e.g. https://s3.eu-central-1.example.com"
-    try:
-        parts = urlsplit(url)
-        port_ok = parts.port is None or parts.port > 0
-    except ValueError as e:
-        return f"{expected} ({e})"
-    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok or any(c.isspace() for c in url):
-        return expected
     return None
 
 

@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 
 import pytest
 
+from infra.storage.manifest import MANIFEST_NAME
 from infra.storage.settings import MiB, StoreSettings
+from infra.storage.sync import pull, push
 from tests.servers.s3 import S3Server
 
 
@@ -55,3 +58,33 @@ def flip_byte(server: S3Server, bucket: str, key: str, at: int) -> None:
     data = bytearray(stored.read_bytes())
     data[at] ^= 0x01
     stored.write_bytes(bytes(data))
+
+
+def edit_manifest(st: StoreSettings, prefix: str, change) -> None:
+    """Rewrite each file entry of a stored manifest with change(entry), through the store (it caches sizes)."""
+    s3, key = st.client(), f"{prefix}/{MANIFEST_NAME}"
+    doc = json.loads(s3.get_object(Bucket=st.bucket, Key=key)["Body"].read())
+    for f in doc["files"]:
+        change(f)
+    s3.put_object(Bucket=st.bucket, Key=key, Body=json.dumps(doc).encode())
+
+
+def strip_fields(st: StoreSettings, prefix: str, fields: tuple[str, ...]) -> None:
+    """The stored manifest as an older version wrote it: without these file fields."""
+    edit_manifest(st, prefix, lambda f: [f.pop(k, None) for k in fields])
+
+
+def old_manifest_pulls_and_push_upgrades_it(server: S3Server, tmp_path: Path, bucket: str,
+                                             fields: tuple[str, ...]) -> StoreSettings:
+    """Push, strip `fields` from the manifest, pull (every byte as pushed), push again (sends nothing)."""
+    server.bucket(bucket)
+    st = settings(server, bucket)
+    want = make_model(tmp_path / "m")
+    push(st, tmp_path / "m", "m")
+    strip_fields(st, "m", fields)
+    pull(st, "m", tmp_path / "out")
+    got = tree(tmp_path / "out")
+    assert got.pop(MANIFEST_NAME) and got == want
+    again = push(st, tmp_path / "m", "m")
+    assert again.bytes_moved == 0 and again.transferred == ()
+    return st

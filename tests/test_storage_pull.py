@@ -10,21 +10,11 @@ from infra.errors import StorageError
 from infra.storage.manifest import MANIFEST_NAME
 from infra.storage.sync import pull, push
 from infra.storage.verify import verify
-from tests.storage_util import flip_byte, hash_cache_in_tmp, make_model, settings, tree  # noqa: F401 - fixture
+from tests.storage_util import (edit_manifest, flip_byte, hash_cache_in_tmp, make_model,  # noqa: F401 - fixture
+                                old_manifest_pulls_and_push_upgrades_it, settings, strip_fields, tree)
 
 
-def _edit_manifest(st, prefix: str, change) -> None:
-    """Rewrite each file entry of a stored manifest with change(entry), through the store (it caches sizes)."""
-    s3, key = st.client(), f"{prefix}/{MANIFEST_NAME}"
-    doc = json.loads(s3.get_object(Bucket=st.bucket, Key=key)["Body"].read())
-    for f in doc["files"]:
-        change(f)
-    s3.put_object(Bucket=st.bucket, Key=key, Body=json.dumps(doc).encode())
-
-
-def _strip_xxh3(st, prefix: str) -> None:
-    """The manifest as versions before xxh3 wrote it."""
-    _edit_manifest(st, prefix, lambda f: f.pop("xxh3_128"))
+OLD = ("xxh3_128", "part_size", "parts")  # as versions before xxh3 wrote it (part digests came later still)
 
 
 def test_pull_checks_xxh3_and_names_the_corrupt_file(s3_server, tmp_path):
@@ -42,20 +32,11 @@ def test_pull_checks_xxh3_and_names_the_corrupt_file(s3_server, tmp_path):
 
 
 def test_manifest_from_before_xxh3_pulls_with_sha256_and_a_push_adds_xxh3_without_sending(s3_server, tmp_path):
-    s3_server.bucket("pull-old")
-    st = settings(s3_server, "pull-old")
-    want = make_model(tmp_path / "m")
-    push(st, tmp_path / "m", "m")
-    _strip_xxh3(st, "m")
-    pull(st, "m", tmp_path / "out")
-    got = tree(tmp_path / "out")
-    assert got.pop(MANIFEST_NAME) and got == want
-    again = push(st, tmp_path / "m", "m")
-    assert again.bytes_moved == 0 and again.transferred == ()
+    st = old_manifest_pulls_and_push_upgrades_it(s3_server, tmp_path, "pull-old", OLD)
     doc = json.loads((s3_server.root / "pull-old" / "m" / MANIFEST_NAME).read_text())
     assert all(len(f["xxh3_128"]) == 32 for f in doc["files"])
 
-    _strip_xxh3(st, "m")
+    strip_fields(st, "m", OLD)
     flip_byte(s3_server, "pull-old", "m/model-00001-of-00002.safetensors", 5)
     with pytest.raises(StorageError, match="model-00001-of-00002.safetensors: sha256"):
         pull(st, "m", tmp_path / "again")
@@ -100,7 +81,7 @@ def test_verify_checks_the_xxh3_pulls_rely_on(s3_server, tmp_path):
     make_model(tmp_path / "m")
     push(st, tmp_path / "m", "m")
     assert verify(st, "m").ok
-    _edit_manifest(st, "m", lambda f: f.update(xxh3_128="0" * 32) if f["path"] == "config.json" else None)
+    edit_manifest(st, "m", lambda f: f.update(xxh3_128="0" * 32) if f["path"] == "config.json" else None)
     result = verify(st, "m")
     assert [(b.path, b.problem.split()[0]) for b in result.bad] == [("config.json", "xxh3-128")]
     with pytest.raises(StorageError, match="config.json: xxh3-128"):

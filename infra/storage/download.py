@@ -1,18 +1,23 @@
 """Download one object into a local file, resumable inside the file.
 
-Parts land in FILE.inferry-part; each finished part is appended to FILE.inferry-parts with its
-own xxh3-64, after a header naming the object (size, part size, the manifest's digest). A pull
+Parts land in FILE.inferry-part. When the manifest has part digests, each part is checked
+against its own from the buffer it arrives in, in any order, and nothing is read back; else the
+file is hashed as its written prefix grows (hashing.WrittenHasher). Each finished part is
+appended to FILE.inferry-parts with its digest (the manifest's xxh3-128, or an xxh3-64 of its
+own), after a header naming the object (size, part size, the manifest's digest). A pull
 that was killed or failed leaves both behind; the next one reads back each recorded part,
 keeps it when its digest still matches (the page cache may have lost it in a crash, or the
-file been edited) and fetches only the other parts with ranged GETs. The whole file is still
-checked against the manifest before it is renamed into place.
+file been edited) and fetches only the other parts with ranged GETs. Every byte is still
+checked against the manifest (part by part, or the whole file) before it is renamed into place.
 """
 from __future__ import annotations
 
 import json
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import xxhash
 
@@ -33,11 +38,14 @@ class PartLog:
 
     def __init__(self, path: Path, entry: FileEntry, part_size: int, want: str):
         self.path = path
-        self.header = json.dumps({"size": entry.size, "part_size": part_size, "want": want})
+        head = {"size": entry.size, "part_size": part_size, "want": want}
+        self.header = json.dumps(head | {"parts": True} if entry.parts else head)  # logs from before: unchanged
+        self.digest_len = 32 if entry.parts else 16
         self._lock = threading.Lock()
+        self._removed = False
 
     def load(self) -> dict[int, str]:
-        """{part index: xxh3-64} recorded for this very object; {} when none, or for another object."""
+        """{part index: digest} recorded for this very object; {} when none, or for another object."""
         try:
             head, *lines = self.path.read_text().splitlines()
         except (OSError, ValueError):
@@ -47,7 +55,7 @@ class PartLog:
         found = {}
         for line in lines:
             index, _, digest = line.partition(" ")
-            if index.isdigit() and len(digest) == 16:  # a line cut short by a kill is ignored
+            if index.isdigit() and len(digest) == self.digest_len:  # a line cut short by a kill is ignored
                 found[int(index)] = digest
         return found
 
@@ -58,23 +66,30 @@ class PartLog:
 
     def add(self, index: int, digest: str) -> None:
         """Record one written part (one short appended line)."""
-        with self._lock, open(self.path, "a") as f:
-            f.write(f"{index} {digest}\n")
+        with self._lock:
+            if self._removed:  # a part that finished after its file failed: the log is gone for good
+                return
+            with open(self.path, "a") as f:
+                f.write(f"{index} {digest}\n")
 
     def remove(self) -> None:
         """Forget the log (the file is complete, or not worth resuming)."""
-        self.path.unlink(missing_ok=True)
+        with self._lock:
+            self._removed = True
+            self.path.unlink(missing_ok=True)
 
 
 def download(pool: Pool, store: Store, key: str, entry: FileEntry, dest: Path, progress: Meter) -> FileJob:
-    """Download an object into dest (via dest.inferry-part), resuming a partial file; digest checked before the rename.
+    """Download an object into dest (via dest.inferry-part), resuming a partial file; every byte checked.
 
-    Parts are written in parallel and hashed while the written prefix grows (WrittenHasher), so
-    the check costs no time after the last byte arrives.
+    With part digests in the manifest, parts are the pushed ones and each is checked as it
+    arrives; else parts are written in parallel and the file hashed while the written prefix
+    grows (WrittenHasher). Either way the check costs no time after the last byte arrives.
     """
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(dest.name + PARTIAL_SUFFIX)
-    part_size = store.settings.part_size_for(entry.size)
+    by_part = bool(entry.parts)
+    part_size = entry.part_size if by_part else store.settings.part_size_for(entry.size)
     check = check_for(entry)
     log = PartLog(dest.with_name(dest.name + PARTS_SUFFIX), entry, part_size, check.want)
     have = log.load() if tmp.is_file() else {}
@@ -82,26 +97,36 @@ def download(pool: Pool, store: Store, key: str, entry: FileEntry, dest: Path, p
         log.start()
     file = SharedFd(tmp, os.O_RDWR | os.O_CREAT | (0 if have else os.O_TRUNC))
     os.ftruncate(file.fd, entry.size)
-    hasher = WrittenHasher(file.fd, entry.size, check.new)
-    wrote = [bool(have)]
+    hasher = None if by_part else WrittenHasher(file.fd, entry.size, check.new)
+    new = xxhash.xxh3_128 if by_part else xxhash.xxh3_64
+    wrote, corrupt = [bool(have)], [False]
 
     def part(index: int, offset: int, length: int) -> None:
+        want = entry.parts[index] if by_part else have.get(index)
         with file.use() as fd:
-            if index in have and _part_digest(fd, offset, length) == have[index]:
-                hasher.kept(offset, length)
+            if index in have and _part_digest(fd, offset, length, new) == want:
+                if hasher is not None:
+                    hasher.kept(offset, length)
                 progress.kept(length)
                 return
-            digest = xxhash.xxh3_64()
+            digest = new()
             for at, data in read_chunks(store, key, offset, length):
                 _pwrite_all(fd, data, at)
                 digest.update(data)
-                hasher.written(at, data)
-        log.add(index, digest.hexdigest())
+                if hasher is not None:
+                    hasher.written(at, data)
+        got = digest.hexdigest()
+        if by_part and got != want:
+            corrupt[0] = True  # the part matched what was received: the stored object itself is bad
+            raise StorageError(f"{entry.path}: xxh3-128 of part {index + 1} of {len(entry.parts)} {got[:12]}… "
+                               f"does not match the manifest's {want[:12]}…", "the stored object is corrupt: push "
+                               "the model again", where=store.settings.where(key))
+        log.add(index, got)
         wrote[0] = True
         progress(length)
 
     def finish(_: list) -> None:
-        got = hasher.hexdigest()
+        got = hasher.hexdigest() if hasher is not None else check.want  # by part: every part matched already
         file.release()
         if got != check.want:
             _discard(tmp, log)  # the parts matched what was received: the stored object itself is bad
@@ -113,19 +138,19 @@ def download(pool: Pool, store: Store, key: str, entry: FileEntry, dest: Path, p
 
     def failed(err: BaseException) -> None:
         file.release()
-        if not wrote[0]:
+        if corrupt[0] or not wrote[0]:
             _discard(tmp, log)  # nothing worth keeping; else the next run resumes the file
 
     return run_parts(pool, ranges(entry.size, part_size), part, finish, failed,
                      ready=pool.lookup(check_size, store, key, entry.size))
 
 
-def _part_digest(fd: int, offset: int, length: int) -> str:
-    """xxh3-64 of bytes already in the partial file (read back to check a part before reusing it)."""
+def _part_digest(fd: int, offset: int, length: int, new: Callable[[], Any]) -> str:
+    """The digest of bytes already in the partial file (read back to check a part before reusing it)."""
     buf = getattr(_local, "buf", None)
     if buf is None:
         buf = _local.buf = memoryview(bytearray(READ_CHUNK))
-    digest, end = xxhash.xxh3_64(), offset + length
+    digest, end = new(), offset + length
     while offset < end:
         n = os.preadv(fd, [buf[: min(READ_CHUNK, end - offset)]], offset)
         if n <= 0:

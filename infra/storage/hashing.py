@@ -27,19 +27,45 @@ class Check:
 
 
 class Digests:
-    """sha256 and xxh3-128 of the same bytes in one pass: what push records and verify checks."""
+    """sha256 and xxh3-128 of the same bytes in one pass: what push records and verify checks.
 
-    def __init__(self) -> None:
+    With a `part_size`, also the xxh3-128 of each part_size slice (the manifest's part digests).
+    """
+
+    def __init__(self, part_size: int = 0) -> None:
         self._sha, self._xxh = hashlib.sha256(), xxhash.xxh3_128()
+        self._part_size, self._left = part_size, part_size
+        self._part = xxhash.xxh3_128()
+        self.parts: list[str] = []
 
     def update(self, data: bytes | bytearray | memoryview) -> None:
-        """Feed both."""
+        """Feed all of them."""
         self._sha.update(data)
         self._xxh.update(data)
+        if not self._part_size:
+            return
+        view = memoryview(data)
+        while view:
+            take = view[: self._left]
+            self._part.update(take)
+            self._left -= len(take)
+            view = view[len(take):]
+            if not self._left:
+                self._end_part()
+
+    def _end_part(self) -> None:
+        self.parts.append(self._part.hexdigest())
+        self._part, self._left = xxhash.xxh3_128(), self._part_size
 
     def hexdigest(self) -> tuple[str, str]:
         """(sha256, xxh3-128) in hex."""
         return self._sha.hexdigest(), self._xxh.hexdigest()
+
+    def part_digests(self) -> list[str]:
+        """The xxh3-128 of every part fed, the last one possibly short (call once, after the last update)."""
+        if self._part_size and self._left != self._part_size:
+            self._end_part()
+        return self.parts
 
 
 def check_for(entry: FileEntry) -> Check:

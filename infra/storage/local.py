@@ -6,7 +6,7 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from infra.errors import StorageError
@@ -52,22 +52,30 @@ def require_weights(root: Path, files: list[tuple[str, os.stat_result]]) -> None
                            "pass the folder of a downloaded model, e.g. a Hugging Face snapshot", where=str(root))
 
 
-def file_digests(path: Path) -> tuple[str, str]:
-    """(sha256, xxh3-128) of a file, in one pass of large chunks (both release the GIL)."""
-    digests = Digests()
+def file_digests(path: Path, part_size: int = 0) -> tuple[str, str, tuple[str, ...]]:
+    """(sha256, xxh3-128, part digests) of a file, in one pass of large chunks (the hashes release the GIL).
+
+    Part digests (xxh3-128 per part_size slice) only with a part_size (0: none).
+    """
+    digests = Digests(part_size)
     with open(path, "rb", buffering=0) as f:
         buf = bytearray(CHUNK)
         view = memoryview(buf)
         while n := f.readinto(buf):
             digests.update(view[:n])
-    return digests.hexdigest()
+    return (*digests.hexdigest(), tuple(digests.part_digests()))
 
 
 class HashCache:
-    """Digests of the files of one folder, reused while (size, mtime_ns, inode) are unchanged."""
+    """Digests of the files of one folder, reused while (size, mtime_ns, inode) are unchanged.
 
-    def __init__(self, root: Path):
+    An entry is [size, mtime_ns, inode, sha256, xxh3-128, part size, part digests]; the 5-field
+    entries written before part digests still serve single-part files and sha256 look-ups.
+    """
+
+    def __init__(self, root: Path, part_size_for: Callable[[int], int] | None = None):
         self.root = root.resolve()
+        self.part_size_for = part_size_for
         name = hashlib.sha256(str(self.root).encode()).hexdigest()[:24]
         self.path = cache_dir() / f"{name}.json"
         try:
@@ -79,14 +87,17 @@ class HashCache:
     def _sig(st: os.stat_result) -> list:
         return [st.st_size, st.st_mtime_ns, st.st_ino]
 
-    def get(self, rel: str, st: os.stat_result) -> tuple[str, str] | None:
-        """The cached (sha256, xxh3-128) when the file is unchanged (entries from before xxh3 count as missing)."""
+    def get(self, rel: str, st: os.stat_result) -> FileEntry | None:
+        """The cached entry when the file is unchanged (entries from before xxh3 count as missing)."""
         e = self.entries.get(rel)
-        return (e[3], e[4]) if e and len(e) == 5 and e[:3] == self._sig(st) else None
+        if not e or len(e) not in (5, 7) or e[:3] != self._sig(st):
+            return None
+        part_size, parts = (int(e[5]), tuple(e[6])) if len(e) == 7 else (0, ())
+        return FileEntry(rel, st.st_size, e[3], e[4], part_size, parts)
 
-    def put(self, rel: str, st: os.stat_result, sha: str, xxh: str) -> None:
+    def put(self, rel: str, st: os.stat_result, e: FileEntry) -> None:
         """Remember a file's digests."""
-        self.entries[rel] = [*self._sig(st), sha, xxh]
+        self.entries[rel] = [*self._sig(st), e.sha256, e.xxh3_128, e.part_size, list(e.parts)]
 
     def save(self) -> None:
         """Write the cache (best effort: a read-only home only costs re-hashing)."""
@@ -99,12 +110,16 @@ class HashCache:
             pass
 
     def entry(self, rel: str, st: os.stat_result) -> FileEntry:
-        """A FileEntry for one file, hashing it unless cached."""
-        digests = self.get(rel, st)
-        if digests is None:
-            digests = file_digests(self.root / rel)
-            self.put(rel, st, *digests)
-        return FileEntry(rel, st.st_size, *digests)
+        """A FileEntry for one file with part digests at part_size_for(size), hashing it unless cached."""
+        size = st.st_size
+        want = self.part_size_for(size) if self.part_size_for else 0
+        want = want if want < size else 0  # a single-part file: its xxh3-128 is its one part's digest
+        e = self.get(rel, st)
+        if e is None or e.part_size != want:
+            sha, xxh, parts = file_digests(self.root / rel, want)
+            e = FileEntry(rel, size, sha, xxh, want, parts)
+            self.put(rel, st, e)
+        return e
 
 
 class SharedFd:

@@ -1,28 +1,35 @@
-"""The model manifest `inferry-manifest.json`: each file's path, size, sha256 and xxh3-128; written last."""
+"""The model manifest `inferry-manifest.json`: each file's path, size, sha256, xxh3-128 and part digests; written last."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 
 from infra.errors import StorageError
 
 MANIFEST_NAME = "inferry-manifest.json"
-VERSION = 1
+VERSION = 1  # fields added since (xxh3_128, part_size/parts) are optional: older readers ignore them
+_HEX128 = re.compile(r"[0-9a-f]{32}")
 
 
 @dataclass(frozen=True)
 class FileEntry:
-    """One file of a model: its path relative to the model folder, size, sha256 and xxh3-128 (hex).
+    """One file of a model: its path relative to the model folder, size, sha256, xxh3-128 and part digests (hex).
 
     sha256 names the content (skips, `verify`, hosts' sha256sum); xxh3-128 is the fast check a
     pull or streamed copy runs on the bytes it moves ("" in manifests written before it existed).
+    `parts` holds the xxh3-128 of each `part_size` slice of a file larger than one part: a pull
+    checks every part from the buffer it arrives in, whatever order parts arrive in, so nothing
+    is read back from disk (empty for single-part files and in manifests written before them).
     """
 
     path: str
     size: int
     sha256: str
     xxh3_128: str = ""
+    part_size: int = 0
+    parts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -44,8 +51,8 @@ class Manifest:
 
     def to_json(self) -> str:
         """The manifest document (sorted paths, stable)."""
-        files = [{k: v for k, v in asdict(f).items() if k != "xxh3_128" or v}  # none in pre-xxh3 manifests
-                 for f in sorted(self.files, key=lambda f: f.path)]
+        files = [{k: list(v) if k == "parts" else v for k, v in asdict(f).items() if v or k in ("size", "sha256")}
+                 for f in sorted(self.files, key=lambda f: f.path)]  # optional fields only when set
         doc = {"version": VERSION, "files": files, "total": self.total, "source": self.source, "created": self.created}
         return json.dumps(doc, indent=1) + "\n"
 
@@ -54,15 +61,26 @@ class Manifest:
         """Parse a manifest; StorageError when it is not one."""
         try:
             doc = json.loads(text)
-            files = tuple(FileEntry(str(f["path"]), int(f["size"]), str(f["sha256"]), str(f.get("xxh3_128", "")))
-                          for f in doc["files"])
+            files = tuple(_entry(f) for f in doc["files"])
             m = cls(files, str(doc.get("source", "")), str(doc.get("created", "")))
-        except (ValueError, KeyError, TypeError) as e:
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise StorageError(f"{MANIFEST_NAME} is not a valid manifest ({e})",
                                "push the model again to rewrite it", where=where) from None
         if int(doc.get("total", m.total)) != m.total:
             raise StorageError(f"{MANIFEST_NAME} total does not match its files", "push the model again", where=where)
         return m
+
+
+def _entry(f: dict) -> FileEntry:
+    """One file of a manifest document; ValueError when its part digests do not cover the file exactly."""
+    e = FileEntry(str(f["path"]), int(f["size"]), str(f["sha256"]), str(f.get("xxh3_128", "")),
+                  int(f.get("part_size", 0)), tuple(str(p) for p in f.get("parts", ())))
+    if e.parts or e.part_size:
+        if e.part_size <= 0 or len(e.parts) != -(-e.size // e.part_size):
+            raise ValueError(f"{e.path}: {len(e.parts)} part digest(s) for {e.size} bytes in parts of {e.part_size}")
+        if not all(_HEX128.fullmatch(p) for p in e.parts):
+            raise ValueError(f"{e.path}: a part digest is not 32 hex digits")
+    return e
 
 
 def model_key(prefix: str, path: str) -> str:

@@ -19,6 +19,23 @@ MiB = 1 << 20
 # S3 allows at most 10,000 parts per upload and parts of at least 5 MiB (except the last).
 MAX_PARTS = 10_000
 ENV_ACCESS, ENV_SECRET = "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"
+# S3 bucket naming rules (AWS): 3-63 chars, lowercase letters, digits, dots, hyphens.
+BUCKET_NAME = r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$"
+
+
+def endpoint_problem(url: str) -> str | None:
+    """Why url is not a usable http(s) endpoint, or None (urlsplit/port raise on what boto3 cannot use)."""
+    from urllib.parse import urlsplit
+
+    expected = "expected http(s)://HOST[:PORT], e.g. https://s3.eu-central-1.example.com"
+    try:
+        parts = urlsplit(url)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError as e:
+        return f"{expected} ({e})"
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok or any(c.isspace() for c in url):
+        return expected
+    return None
 
 
 @dataclass(frozen=True)
@@ -97,7 +114,10 @@ class StoreSettings:
         return f"s3://{self.bucket}/{key} at {self.endpoint}"
 
     def client(self):
-        """A boto3 S3 client with the settings S3-compatible endpoints need (see environment.md)."""
+        """An S3 client (botocore's, what boto3 hands out) with the settings S3-compatible endpoints need.
+
+        See environment.md.
+        """
         from botocore.config import Config
 
         # when_required: otherwise botocore adds CRC32 trailers and validates ranged GETs, which
@@ -107,7 +127,7 @@ class StoreSettings:
                      max_pool_connections=max(10, self.concurrency + 4), tcp_keepalive=True,
                      connect_timeout=self.connect_timeout, read_timeout=self.read_timeout,
                      retries={"max_attempts": self.retries, "mode": "standard"})
-        client = _session().client(
+        client = _session().create_client(
             "s3", endpoint_url=self.endpoint, region_name=self.region, config=cfg,
             aws_access_key_id=self.access_key, aws_secret_access_key=self.secret_key)
         for op in ("UploadPart", "PutObject"):
@@ -117,10 +137,14 @@ class StoreSettings:
 
 @functools.lru_cache(maxsize=1)
 def _session():
-    """One boto3 session per process: a new one re-reads botocore's endpoint data (~0.2 s a client)."""
-    import boto3
+    """One botocore session per process: a new one re-reads botocore's endpoint data (~0.2 s a client).
 
-    return boto3.session.Session()
+    botocore's own, not boto3's: importing boto3 (s3transfer, resources) costs a short command
+    about a third of its start-up, and its clients are botocore's anyway.
+    """
+    import botocore.session
+
+    return botocore.session.get_session()
 
 
 def _unsigned_payload(request, **_: object) -> None:

@@ -101,7 +101,7 @@ def push(settings: StoreSettings, folder: Path, prefix: str, show: bool | None =
     store = Store.of(settings)
     remote = rm.remote_model(store, prefix)
     before = open_uploads(store, prefix)  # swept once the push succeeds, unless it resumed them
-    cache, journal = HashCache(folder), Journal(settings, prefix)
+    cache, journal = HashCache(folder, settings.part_size_for), Journal(settings, prefix)
     entries: list[FileEntry] = []
     todo: list[FileEntry] = []
     dropped = [remote.manifest is None]
@@ -121,7 +121,7 @@ def push(settings: StoreSettings, folder: Path, prefix: str, show: bool | None =
                     key = model_key(prefix, e.path)
                     yield _journaled(journal, e, upload(pool, store, folder / e.path, key, e, meter, journal))
 
-        return drive(jobs())
+        return drive(jobs(), width=max(4, settings.concurrency))  # small files: one PUT each, keep workers busy
 
     pending = sum(st.st_size for rel, st in files if rel in repair or remote.sizes.get(rel) != st.st_size)
     try:
@@ -169,12 +169,12 @@ def pull(settings: StoreSettings, prefix: str, folder: Path, show: bool | None =
         # Checked while downloading: cache it, so a re-run (even after a failure) need not re-hash it.
         # A manifest from before xxh3 gives only the sha256: then a later push hashes the file itself.
         job.done.add_done_callback(lambda f: f.exception() is None and bool(e.xxh3_128) and cache.put(
-            e.path, (folder / e.path).stat(), e.sha256, e.xxh3_128))
+            e.path, (folder / e.path).stat(), e))
         return job
 
     def start(pool: Pool, meter: Meter) -> list[Future]:
-        return drive(remember(e, download(pool, store, model_key(prefix, e.path), e, folder / e.path, meter))
-                     for e in todo)
+        return drive((remember(e, download(pool, store, model_key(prefix, e.path), e, folder / e.path, meter))
+                      for e in todo), width=max(4, settings.concurrency))
 
     try:
         moved, resumed = _run(settings, f"pull {prefix}", sum(e.size for e in todo), show, start)
@@ -191,7 +191,10 @@ def _local_matches(cache: HashCache, folder: Path, e: FileEntry) -> bool:
         st = path.stat()
     except FileNotFoundError:
         return False
-    return st.st_size == e.size and cache.entry(e.path, st).sha256 == e.sha256
+    if st.st_size != e.size:
+        return False
+    known = cache.get(e.path, st) or cache.entry(e.path, st)  # any part size: only the sha256 counts here
+    return known.sha256 == e.sha256
 
 
 def copy(src: StoreSettings, src_prefix: str, dst: StoreSettings, dst_prefix: str,

@@ -133,9 +133,11 @@ def server_copy(pool: Pool, src: Store, src_key: str, dst: Store, dst_key: str, 
     return run_parts(pool, [()], part, lambda _: None, lambda _: None)
 
 
-def hash_object(pool: Pool, store: Store, key: str, size: int, progress: Progress) -> FileJob:
-    """(sha256, xxh3-128) of a stored object, read in parallel ranges (for verify)."""
-    hasher = OrderedHasher(new=Digests)
+def hash_object(pool: Pool, store: Store, key: str, size: int, progress: Progress,
+                part_size: int = 0) -> FileJob:
+    """(sha256, xxh3-128, part digests at part_size) of a stored object, read in parallel ranges (for verify)."""
+    digests = Digests(part_size)
+    hasher = OrderedHasher(new=lambda: digests)
 
     def part(index: int, offset: int, length: int) -> None:
         data = read_range(store, key, offset, length)
@@ -143,4 +145,5 @@ def hash_object(pool: Pool, store: Store, key: str, size: int, progress: Progres
         progress(length)
 
     return run_parts(pool, ranges(size, store.settings.part_size_for(size)), part,
-                     lambda _: hasher.hexdigest(), hasher.fail, ready=pool.lookup(check_size, store, key, size))
+                     lambda _: (*hasher.hexdigest(), tuple(digests.part_digests())), hasher.fail,
+                     ready=pool.lookup(check_size, store, key, size))

@@ -36,7 +36,7 @@ class VerifyResult:
 
 
 def verify(settings: StoreSettings, prefix: str, show: bool | None = None) -> VerifyResult:
-    """Re-read every object of a model and compare its size, sha256 and xxh3-128 with the manifest."""
+    """Re-read every object of a model and compare its size, sha256, xxh3-128 and part digests with the manifest."""
     t0 = time.monotonic()
     store = Store.of(settings)
     manifest = rm.read_manifest(store, prefix)
@@ -48,10 +48,11 @@ def verify(settings: StoreSettings, prefix: str, show: bool | None = None) -> Ve
     meter = Meter(f"verify {prefix}", sum(e.size for e in check), show)
     try:
         with Pool(settings.concurrency) as pool:
-            futures = drive(hash_object(pool, store, model_key(prefix, e.path), e.size, meter) for e in check)
+            futures = drive(hash_object(pool, store, model_key(prefix, e.path), e.size, meter, e.part_size)
+                            for e in check)
             for e, fut in zip(check, futures):
                 try:
-                    sha, xxh = fut.result()
+                    sha, xxh, parts = fut.result()
                 except Cancelled:
                     continue
                 except Exception:  # noqa: BLE001 - the pool's first error is raised below
@@ -60,6 +61,9 @@ def verify(settings: StoreSettings, prefix: str, show: bool | None = None) -> Ve
                     bad.append(BadFile(e.path, f"sha256 {sha[:12]}… != manifest {e.sha256[:12]}…"))
                 elif e.xxh3_128 and xxh != e.xxh3_128:  # what pulls check: a wrong one would fail every pull
                     bad.append(BadFile(e.path, f"xxh3-128 {xxh[:12]}… != manifest {e.xxh3_128[:12]}…"))
+                elif parts != e.parts:  # what pulls check part by part
+                    first = next(i for i, (a, b) in enumerate(zip(parts, e.parts)) if a != b)
+                    bad.append(BadFile(e.path, f"part {first + 1} xxh3-128 != manifest"))
     finally:
         meter.close()  # also stops its progress lines
     real = [e for e in pool.errors if not isinstance(e, Cancelled)]
