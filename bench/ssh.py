@@ -17,14 +17,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from infra.stackfile import parse_deployment  # noqa: E402
+from infra.stack.stackfile import parse_deployment  # noqa: E402
 from infra.targets.ssh import apply as ssh_apply  # noqa: E402
 from infra.targets.ssh import pool  # noqa: E402
 from infra.targets.ssh.facts import probe_command  # noqa: E402
 from infra.targets.ssh.plan import TargetPlan, plan_deployment  # noqa: E402
 from infra.targets.ssh.runtime import script  # noqa: E402
 from infra.targets.ssh.service import desired_files  # noqa: E402
-from tests.hosts.network import HostNetwork  # noqa: E402
+from tests.support.hosts.network import HostNetwork  # noqa: E402
 
 MODEL, API_KEY = "llama-3.1-8b-instruct", "sk-bench-" + "5" * 24
 CACHE = "/var/lib/inferry/weights"

@@ -41,7 +41,7 @@ def deployment(hosts, server) -> dict:
 
 def direct(stack_file: str, destroy: bool) -> None:
     """The direct driver as one command: load the stack, apply (or destroy) with the providers."""
-    from infra.stackfile import load_stack
+    from infra.stack.stackfile import load_stack
     from infra.targets.ssh import apply as ssh_apply
     from infra.targets.ssh.plan import plan_deployment
 
@@ -64,7 +64,7 @@ def timed(cmd: list[str], project, env: dict) -> float:
 
 def bench(network, server, tmp: Path, n: int, repeat: int) -> dict[str, list[float]]:
     """Seconds per round for each (tool, run) on n fresh hosts."""
-    from tests.realengine import Project
+    from tests.support.realengine import Project
 
     hosts = network.add_hosts([f"u{n}x{i}" for i in range(n)])
     project = Project(tmp / f"project-{n}")
@@ -104,8 +104,8 @@ def main() -> None:
 
     from infra.storage.settings import StoreSettings
     from infra.storage.sync import push
-    from tests.hosts.network import HostNetwork
-    from tests.servers.s3 import S3Server
+    from tests.support.hosts.network import HostNetwork
+    from tests.support.servers.s3 import S3Server
 
     tmp = Path(tempfile.mkdtemp(prefix="inferry-bench-up-"))
     with HostNetwork() as network:

@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from infra.storage.settings import MiB, StoreSettings  # noqa: E402
 from infra.storage.sync import copy, pull, push  # noqa: E402
-from tests.servers.s3 import S3Server  # noqa: E402
+from tests.support.servers.s3 import S3Server  # noqa: E402
 
 KEYS = ("bench-access-key", "bench-secret-key-0123456789")
 KEYS_B = ("bench-b-access-key", "bench-b-secret-key-0123456789")

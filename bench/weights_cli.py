@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.weights import make_model, tool  # noqa: E402
 from infra.storage.settings import MiB  # noqa: E402
-from tests.servers.s3 import S3Server  # noqa: E402
+from tests.support.servers.s3 import S3Server  # noqa: E402
 
 KEYS = ("bench-access-key", "bench-secret-key-0123456789")
 BUCKET = "bench"

@@ -4,13 +4,16 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from infra.errors import ConfigError, InferryError
-from infra.resources import bundled
-from infra.stackfile import Stack, project_root
+from infra.stack.resources import bundled
+from infra.stack.project import project_root
+
+if TYPE_CHECKING:  # the weights commands must not load the stack schema (pydantic) to start
+    from infra.stack.stackfile import Stack
 
 
 class _LazyConsole:

@@ -9,7 +9,7 @@ import typer
 from cli.common import confirm, handle_errors, out
 from infra.errors import InferryError
 from infra.lifecycle.deployer import Deployer, endpoints
-from infra.stackfile import Stack, load_stack
+from infra.stack.stackfile import Stack, load_stack
 
 STACK_HELP = "a stack name under stacks/ (e.g. eu-ssh) or a path to a stack file"
 

@@ -11,13 +11,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from cli.common import err, handle_errors, out, say_example
-from infra.catalog import GIB
-from infra.measurements import load_measured_tps
-from infra.modelinfo import Reader
-from infra.fit import fix_text, plan_with_fixes
-from infra.plan import Plan
-from infra.stackfile import Stack, load_stack
-from infra.suggest import Option, suggest, why_no_option
+from infra.sizing.catalog import GIB
+from infra.sizing.measurements import load_measured_tps
+from infra.sizing.modelinfo import Reader
+from infra.sizing.fit import fix_text, plan_with_fixes
+from infra.sizing.plan import Plan
+from infra.stack.stackfile import Stack, load_stack
+from infra.sizing.suggest import Option, suggest, why_no_option
 
 WIDTH = 120  # tables stay readable when stdout is not a terminal (rich falls back to 80 columns)
 STORE_SECRETS = frozenset({"storage.access_key_id", "storage.secret_access_key"})

@@ -8,15 +8,15 @@ import typer
 
 from cli.common import handle_errors, out
 from infra.errors import InferryError
-from infra.stackfile import load_stack
+from infra.stack.stackfile import load_stack
 
 STACK_HELP = "a stack name under stacks/ (e.g. eu-ssh) or a path to a stack file"
 
 
 def rendered_files(stack) -> list:
     """The files for a stack, secrets as REDACTED placeholders (the CLI never resolves secret values)."""
-    from infra import render
-    from infra.renderout import placements
+    from infra.render import files as render
+    from infra.render.out import placements
 
     return [render.RenderedFile(p.name, p.content, p.mode) for p in placements(stack)]
 
@@ -29,7 +29,7 @@ def render_cmd(
     as_json: bool = typer.Option(False, "--json", help="print the service spec (secrets as references)"),
 ) -> None:
     """Render a stack: --out DIR writes the files a host gets; --json prints image, command, env, port."""
-    from infra import render
+    from infra.render import files as render
     from infra.engines import service_spec
 
     if (out_dir is None) == (not as_json):
@@ -39,7 +39,7 @@ def render_cmd(
         spec = render.ssh_spec(s) if s.deployment.target.kind == "ssh" else service_spec(s.deployment)
         out.print(json.dumps(render.service_json(spec), indent=2, sort_keys=True), markup=False)
         return
-    from infra.renderout import placements, write_render
+    from infra.render.out import placements, write_render
 
     placed = placements(s)
     if not placed:

@@ -7,8 +7,9 @@ import typer
 
 from cli.common import err, handle_errors, out, say_example
 from infra.errors import ConfigError, InferryError
-from infra.stackfile import in_project, load_stack, project_root, stack_path
-from infra.validate import findings
+from infra.stack.project import in_project, project_root
+from infra.stack.stackfile import load_stack, stack_path
+from infra.stack.validate import findings
 
 STACK_HELP = "a stack name under stacks/ (e.g. eu-ssh) or a path to a stack file"
 
@@ -37,7 +38,7 @@ def init(
     engine: str = typer.Option("vllm", help="vllm | tensorrt-llm"),
 ) -> None:
     """Write a commented stack file that validates; never overwrites."""
-    from infra.initfile import render_init  # jinja2: only `init` renders a template
+    from infra.stack.initfile import render_init  # jinja2: only `init` renders a template
 
     _, path = stack_path(stack, examples=False)
     if path.exists():

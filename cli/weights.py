@@ -40,7 +40,7 @@ def _settings(stack: str | None, endpoint: str | None, region: str, bucket: str 
     """(settings, the stack's default model prefix) from --stack or --endpoint/--bucket."""
     tuning = {"concurrency": concurrency, "part_size": part_mib * MiB}
     if stack:
-        from infra.stackfile import load_stack
+        from infra.stack.stackfile import load_stack
 
         s = load_stack(stack)
         fix = (f"pass --create-bucket to create it (`inferry up {s.name}` also does), or fix storage.bucket in "
@@ -52,7 +52,7 @@ def _settings(stack: str | None, endpoint: str | None, region: str, bucket: str 
         raise InferryError("no store given", f"pass --{flag}stack NAME, or --{flag}endpoint URL and --{flag}bucket NAME")
     import re
 
-    from infra.storage.settings import BUCKET_NAME, endpoint_problem
+    from infra.storage.names import BUCKET_NAME, endpoint_problem
 
     problem = endpoint_problem(endpoint)
     if problem:

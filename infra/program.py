@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from infra.errors import InferryError
-from infra.fit import require_fit
-from infra.stackfile import Stack, load_from_pulumi
+from infra.sizing.fit import require_fit
+from infra.stack.stackfile import Stack, load_from_pulumi
 
 
 def build(stack: Stack) -> dict[str, Any]:

@@ -8,9 +8,9 @@ architecture with random weights). Prints one JSON document: per model, measured
 
 What is measured:
 - weights: torch.cuda.memory_allocated() after building the model on the GPU in bfloat16, compared with
-  infra.sizing.weight_bytes(arch, None) (parameters x 2 bytes);
+  infra.sizing.memory.weight_bytes(arch, None) (parameters x 2 bytes);
 - KV cache: allocated bytes of a transformers DynamicCache after a prefill of --tokens tokens, divided by
-  the tokens, compared with infra.sizing.kv_bytes_per_token(arch, 2) (2 x layers x kv heads x head dim x 2);
+  the tokens, compared with infra.sizing.memory.kv_bytes_per_token(arch, 2) (2 x layers x kv heads x head dim x 2);
 - the device: nvidia-smi's total vs the catalog's memory_mib for the matching product name.
 """
 from __future__ import annotations
@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from infra import catalog  # noqa: E402
-from infra.sizing import kv_bytes_per_token, weight_bytes  # noqa: E402
+from infra.sizing import catalog  # noqa: E402
+from infra.sizing.memory import kv_bytes_per_token, weight_bytes  # noqa: E402
 
 
 def hf_config(arch: catalog.ModelArch):

@@ -18,12 +18,12 @@ if [ "${1:-}" = "--test" ]; then
   command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
   command -v curl >/dev/null 2>&1 || need+=(curl)
   command -v sudo >/dev/null 2>&1 || need+=(sudo)  # SSH tests log in as a non-root user with sudo
-  # Test hosts (tests/hosts) run their stand-in tools with the system python3: their /root is private.
+  # Test hosts (tests/support/hosts) run their stand-in tools with the system python3: their /root is private.
   [ -x /usr/bin/python3 ] || need+=(python3)
   /usr/bin/python3 -c 'import yaml' >/dev/null 2>&1 || need+=(python3-yaml)
   command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
   # Each docker-runtime test host runs its own Debian dockerd (the suite starts and stops them); its stand-in
-  # engine image is built with debootstrap from Debian's packages (tests/hosts/image.py).
+  # engine image is built with debootstrap from Debian's packages (tests/support/hosts/image.py).
   [ -x /usr/sbin/dockerd ] && [ -x /usr/bin/docker ] || need+=(docker.io)
   command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || need+=(debootstrap)
   if [ ${#need[@]} -gt 0 ]; then

@@ -253,7 +253,7 @@ def rendered_argvs() -> list[list[str]]:
     """Every bundled stack's rendered `vllm serve` arguments (runs with the project importable)."""
     sys.path.insert(0, str(ROOT))
     from infra.engines import service_spec
-    from infra.stackfile import load_stack
+    from infra.stack.stackfile import load_stack
 
     specs = [service_spec(load_stack(str(p)).deployment) for p in sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))]
     return [list(s.args) for s in specs if s.engine == "vllm"]

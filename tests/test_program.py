@@ -5,7 +5,7 @@ import pulumi
 import pytest
 
 from tests.conftest import STACKS
-from tests.harness import run_main
+from tests.support.harness import run_main
 
 
 @pytest.mark.parametrize("stack_file", STACKS, ids=lambda p: p.stem)
@@ -16,7 +16,7 @@ def test_program_exports_for_every_stack(stack_file):
 
 
 def test_program_refuses_plain_secret(tmp_path):
-    from tests.harness import run, stack_config
+    from tests.support.harness import run, stack_config
     from infra.program import main
 
     config, secret = stack_config(STACKS[0])

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # kept out of import time: infra.engines.options must import with the standard library only
-    from infra.config import Deployment
+    from infra.stack.config import Deployment
     from infra.engines.spec import ServiceSpec
 
 

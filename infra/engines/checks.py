@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infra.config import Deployment, TrtllmEngine, VllmEngine
+from infra.stack.config import Deployment, TrtllmEngine, VllmEngine
 from infra.engines import rules
 from infra.errors import Problem
 
@@ -20,7 +20,7 @@ class ModelFacts:
 def gpu_capability(gpu: str) -> float | None:
     """Compute capability of a catalog GPU key, or None when the catalog does not know it (or is absent)."""
     try:
-        from infra.catalog import gpu as catalog_gpu  # the catalog is another module's; optional here
+        from infra.sizing.catalog import gpu as catalog_gpu  # the catalog is another module's; optional here
         return float(catalog_gpu(gpu).compute_capability)
     except Exception:  # noqa: BLE001 - no catalog, or the GPU is not in it: the rule is skipped
         return None
@@ -31,7 +31,7 @@ def model_facts(d: Deployment) -> ModelFacts | None:
     a = d.model.architecture
     if a is None:
         try:
-            from infra.catalog import find_model
+            from infra.sizing.catalog import find_model
             a = find_model(d.model.catalog or d.model.name)
         except Exception:  # noqa: BLE001 - no catalog: the rules that need it are skipped
             a = None

@@ -5,7 +5,7 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from infra.config import Deployment
+from infra.stack.config import Deployment
 from infra.engines.spec import MODELS_DIR, EnvVar
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import yaml
 
-from infra.config import Deployment, TrtllmEngine, VllmEngine
+from infra.stack.config import Deployment, TrtllmEngine, VllmEngine
 from infra.engines import options
 from infra.errors import Problem
 

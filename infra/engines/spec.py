@@ -3,10 +3,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from infra.config import SecretRef
+from infra.stack.config import SecretRef
 
 # Where targets make the weights visible to the engine (container path; a target may pass another).
 MODELS_DIR = "/models"
+# The auth proxy in front of an engine that cannot check API keys itself (SSH compose and Kubernetes).
+PROXY_IMAGE = "nginx:1.27-alpine"
 
 
 @dataclass(frozen=True)

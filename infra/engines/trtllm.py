@@ -17,8 +17,8 @@ import shlex
 
 import yaml
 
-from infra.config import Deployment, TrtllmEngine
-from infra.config_engines import TrtllmBuild
+from infra.stack.config import Deployment, TrtllmEngine
+from infra.stack.config_engines import TrtllmBuild
 from infra.engines.common import Flag, hf_env, render_flags, weights_dir
 from infra.engines.spec import MODELS_DIR, BuildStep, ServiceSpec, SpecFile
 from infra.engines.trtllm_options import deep_merge

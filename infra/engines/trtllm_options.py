@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.config import Deployment, TrtllmEngine
+from infra.stack.config import Deployment, TrtllmEngine
 from infra.errors import Problem
 
 # TrtLlmArgs.validate_kv_cache_dtype (tensorrt_llm/llmapi/llm_args.py, 1.2 line).

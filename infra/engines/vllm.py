@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from infra.config import Deployment, VllmEngine
+from infra.stack.config import Deployment, VllmEngine
 from infra.engines.common import Flag, hf_env, render_flags, s3_env, weights_dir
 from infra.engines.spec import EnvVar, ServiceSpec
 

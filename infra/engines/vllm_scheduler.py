@@ -37,7 +37,7 @@ def batch_defaults(memory_bytes: int, device_name: str, capability: str) -> tupl
 def gpu_defaults(gpu: str) -> tuple[int, int] | None:
     """batch_defaults for a catalog GPU key, or None when the catalog does not know it."""
     try:
-        from infra.catalog import gpu as catalog_gpu
+        from infra.sizing.catalog import gpu as catalog_gpu
 
         g = catalog_gpu(gpu)
     except Exception:  # noqa: BLE001 - unknown GPU: the defaults (and the rules needing them) are unknown

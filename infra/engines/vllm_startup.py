@@ -7,7 +7,7 @@ import argparse
 import difflib
 import json
 
-from infra.config import Deployment, VllmEngine
+from infra.stack.config import Deployment, VllmEngine
 from infra.engines import options, vllm, vllm_scheduler
 from infra.errors import Problem
 

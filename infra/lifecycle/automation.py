@@ -15,8 +15,9 @@ from typing import Any
 from infra.errors import InferryError, PulumiMissingError
 from infra.lifecycle.deployer import Changes, OutputValue, Progress
 from infra.lifecycle.progress import describe, failure
-from infra.pulumicli import INSTALL, check_pulumi, cli_env, require_pulumi
-from infra.stackfile import Stack, project_root, read_yaml
+from infra.lifecycle.pulumicli import INSTALL, check_pulumi, cli_env, require_pulumi
+from infra.stack.project import project_root
+from infra.stack.stackfile import Stack, read_yaml
 
 PASSPHRASE_VARS = ("PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")
 

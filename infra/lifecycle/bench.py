@@ -10,7 +10,7 @@ from infra.errors import InferryError
 from infra.lifecycle.deployer import Deployer, endpoints
 from infra.lifecycle.loadgen import BenchReport, LoadSpec, run_load
 from infra.lifecycle.journal import inferry_dir
-from infra.stackfile import Stack
+from infra.stack.stackfile import Stack
 
 
 def _ms(p) -> str:
@@ -101,7 +101,7 @@ def run_bench(t: BenchTarget, spec_args: dict, report_path: Path | None) -> tupl
 
 
 def _record(stack: Stack, url: str, spec: LoadSpec, report: BenchReport, path: Path) -> str:
-    from infra.measurements import record_measured_tps
+    from infra.sizing.measurements import record_measured_tps
 
     n = replicas_behind(stack)
     per_replica = report.output_tokens_per_s / n

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from infra.errors import InferryError
-from infra.stackfile import Stack
+from infra.stack.stackfile import Stack
 
 Progress = Callable[[str], None]
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from infra.errors import InferryError
-from infra.stackfile import Stack, project_root
+from infra.stack.project import project_root
+from infra.stack.stackfile import Stack
 
 JOURNAL_DIR = "migrations"
 RATE_FILE = "transfer-rate.json"

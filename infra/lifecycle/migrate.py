@@ -12,8 +12,8 @@ from infra.lifecycle.deployer import Deployer, Progress, endpoints
 from infra.lifecycle.drain import Drain, drain
 from infra.lifecycle.journal import Journal, load_rate, record_rate
 from infra.lifecycle.stackdiff import FieldDiff, diff, pinned_changes
-from infra.secrets import resolve
-from infra.stackfile import Stack
+from infra.stack.secrets import resolve
+from infra.stack.stackfile import Stack
 
 STEPS = ("copy", "up", "check", "destroy")
 TITLES = {"copy": "copy and verify the weights into {b}'s store", "up": "bring up {b}",

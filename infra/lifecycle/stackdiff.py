@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from infra.config import Deployment
+from infra.stack.config import Deployment
 
 # Sections that must stay byte-identical for a migration: a move changes where, not what is served.
 PINNED = ("model", "engine")

@@ -121,7 +121,7 @@ def status_json(results: list[EndpointStatus], hosts: list[str]) -> dict:
 def host_status(stack) -> list[str]:
     """SSH stacks: each host's engine as its runtime reports it (restarts since the last apply); [] otherwise."""
     from infra.errors import InferryError
-    from infra.secrets import resolve
+    from infra.stack.secrets import resolve
     from infra.targets.ssh.status import host_lines
 
     d = stack.deployment

@@ -4,7 +4,7 @@ from __future__ import annotations
 from infra.errors import StorageError
 from infra.lifecycle.deployer import Progress
 from infra.lifecycle.migrate import Transfer
-from infra.stackfile import Stack
+from infra.stack.stackfile import Stack
 
 
 def _store(stack: Stack):

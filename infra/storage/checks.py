@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from urllib.parse import urlparse
 
-from infra.config import Deployment
+from infra.stack.config import Deployment
 from infra.errors import Problem
 
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")

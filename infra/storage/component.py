@@ -6,8 +6,8 @@ from typing import Any
 import pulumi
 from pulumi import dynamic
 
-from infra import secrets
-from infra.config import Deployment
+from infra.stack import secrets
+from infra.stack.config import Deployment
 from infra.storage.bucket import BucketProvider, credentials_id
 
 

@@ -13,7 +13,7 @@ from infra.storage.settings import StoreSettings, s3_errors
 from infra.storage.transfer import SHA_META, Store
 
 if TYPE_CHECKING:
-    from infra.stackfile import Stack
+    from infra.stack.stackfile import Stack
 
 
 @dataclass(frozen=True)

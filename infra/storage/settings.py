@@ -12,30 +12,13 @@ from typing import TYPE_CHECKING
 from infra.errors import StorageError
 
 if TYPE_CHECKING:
-    from infra.config import StorageConfig
-    from infra.stackfile import Stack
+    from infra.stack.config import StorageConfig
+    from infra.stack.stackfile import Stack
 
 MiB = 1 << 20
 # S3 allows at most 10,000 parts per upload and parts of at least 5 MiB (except the last).
 MAX_PARTS = 10_000
 ENV_ACCESS, ENV_SECRET = "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"
-# S3 bucket naming rules (AWS): 3-63 chars, lowercase letters, digits, dots, hyphens.
-BUCKET_NAME = r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$"
-
-
-def endpoint_problem(url: str) -> str | None:
-    """Why url is not a usable http(s) endpoint, or None (urlsplit/port raise on what boto3 cannot use)."""
-    from urllib.parse import urlsplit
-
-    expected = "expected http(s)://HOST[:PORT], e.g. https://s3.eu-central-1.example.com"
-    try:
-        parts = urlsplit(url)
-        port_ok = parts.port is None or parts.port > 0
-    except ValueError as e:
-        return f"{expected} ({e})"
-    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok or any(c.isspace() for c in url):
-        return expected
-    return None
 
 
 @dataclass(frozen=True)
@@ -77,7 +60,7 @@ class StoreSettings:
     @classmethod
     def from_stack(cls, stack: Stack, **tuning) -> StoreSettings:
         """Settings from a loaded stack, resolving its two secret references (env or Pulumi config)."""
-        from infra.secrets import resolve
+        from infra.stack.secrets import resolve
 
         cfg = stack.deployment.storage
         ak = resolve(cfg.access_key_id, stack.name, "storage.access_key_id", stack.path)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from infra.config import Deployment, KubernetesTarget as TargetSection
+from infra.stack.config import Deployment, KubernetesTarget as TargetSection
 from infra.errors import ConfigError, Problem
 from infra.targets.kubernetes.names import app_name
 

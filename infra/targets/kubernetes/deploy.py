@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.config import Deployment
+from infra.stack.config import Deployment
 from infra.engines.spec import ServiceSpec
-from infra.stackfile import Stack
+from infra.stack.stackfile import Stack
 
 
 def spec_for(d: Deployment) -> ServiceSpec:
@@ -17,7 +17,7 @@ def spec_for(d: Deployment) -> ServiceSpec:
 
 def deploy(stack: Stack) -> dict[str, Any]:
     """Create the KubernetesTarget for a stack; returns its exports (endpoint, endpoints)."""
-    from infra import secrets
+    from infra.stack import secrets
     from infra.targets.kubernetes.checks import refuse_broken_scaling
     from infra.targets.kubernetes.component import KubernetesTarget
     from infra.targets.kubernetes.context import KubernetesTargetArgs

@@ -5,9 +5,9 @@ from typing import Any
 
 import yaml
 
-from infra.config import Deployment
+from infra.stack.config import Deployment
 from infra.engines.spec import ServiceSpec
-from infra.stackfile import Stack
+from infra.stack.stackfile import Stack
 from infra.targets.kubernetes import offline
 
 ORDER = ["Namespace", "Secret", "ConfigMap", "PersistentVolumeClaim", "Job", "Deployment", "Service", "Ingress",

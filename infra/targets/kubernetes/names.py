@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from infra.config import Deployment
+from infra.stack.config import Deployment
 
 PART_OF = "inferry"
 # Label-key prefix for inferry's own labels (kubernetes.io recommended labels for the rest).

@@ -12,7 +12,7 @@ TEMPLATE_PATH = "/etc/nginx/templates/default.conf.template"
 
 def proxy_image() -> str:
     """The same nginx image the SSH target's proxy uses."""
-    from infra.render import PROXY_IMAGE
+    from infra.engines.spec import PROXY_IMAGE
 
     return PROXY_IMAGE
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from infra.engines.spec import MODELS_DIR
-from infra.resources import bundled
+from infra.stack.resources import bundled
 from infra.storage.manifest import MANIFEST_NAME
 from infra.targets.kubernetes.context import SCRIPTS_DIR, Ctx
 

@@ -63,7 +63,7 @@ class TargetOutcome:
 
 def stack_secrets(stack) -> dict[str, str]:
     """Every secret the target needs, resolved for the CLI (env or Pulumi config), by stack field."""
-    from infra.secrets import resolve
+    from infra.stack.secrets import resolve
 
     refs = stack.deployment.secret_refs()
     return {f: resolve(ref, stack.name, f, stack.path) for f, ref in refs.items()}

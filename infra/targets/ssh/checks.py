@@ -1,7 +1,7 @@
 """`inferry validate` checks for the SSH target: things the schema cannot see."""
 from __future__ import annotations
 
-from infra.config import Deployment, SshTarget
+from infra.stack.config import Deployment, SshTarget
 from infra.errors import Problem
 
 

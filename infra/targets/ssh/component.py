@@ -7,7 +7,7 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import Resource
 
-from infra.config import Deployment
+from infra.stack.config import Deployment
 from infra.engines.spec import ServiceSpec
 from infra.targets.ssh.args import props_of
 from infra.targets.ssh.plan import plan as make_plan
@@ -60,7 +60,7 @@ class SshTargetArgs:
 
     deployment: Deployment
     spec: ServiceSpec
-    secrets: dict[str, Any]  # stack field path -> secret pulumi Output (infra.secrets.output)
+    secrets: dict[str, Any]  # stack field path -> secret pulumi Output (infra.stack.secrets.output)
 
 
 class SshTarget(pulumi.ComponentResource):
@@ -106,8 +106,8 @@ class SshTarget(pulumi.ComponentResource):
 
 def build(d: Deployment) -> dict[str, Any]:
     """The stack's SSH target; returns its exports (program.py calls this for target.kind ssh)."""
-    from infra.render import ssh_spec
-    from infra.secrets import output
+    from infra.render.files import ssh_spec
+    from infra.stack.secrets import output
 
     spec = ssh_spec(d)
     secrets = {f: output(ref, f) for f, ref in d.secret_refs().items()}

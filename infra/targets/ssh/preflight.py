@@ -38,7 +38,7 @@ def _version(v: str) -> tuple[int, ...]:
 
 def product_matches(product_name: str, gpu_key: str) -> bool:
     """Whether nvidia-smi's product name (e.g. 'NVIDIA H100 80GB HBM3') is the catalog GPU (e.g. 'H100-80GB')."""
-    from infra.catalog import gpu_for_product_name
+    from infra.sizing.catalog import gpu_for_product_name
 
     return gpu_for_product_name(product_name) == gpu_key
 

@@ -25,7 +25,7 @@ class ServiceArgs:
     conn: Conn
     runtime: str  # "docker" | "process"
     service_dir: str
-    files: tuple[RemoteFile, ...]  # rendered by infra.render (compose, unit, launcher, engine files)
+    files: tuple[RemoteFile, ...]  # rendered by infra.render.files (compose, unit, launcher, engine files)
     spec: dict[str, Any]  # the ServiceSpec as data (speccodec): env by reference, port, health paths
     health_timeout_s: int = 900
     depends: str = ""
@@ -69,7 +69,7 @@ def plain_files(a: ServiceArgs) -> list[RemoteFile]:
 
 def desired_files(a: ServiceArgs, secret_values: dict[str, str]) -> list[RemoteFile]:
     """Every file the service owns on the host: plain_files and the secret files (0600)."""
-    from infra.render import render_secret_files  # the env file and auth proxy are rendered only here
+    from infra.render.files import render_secret_files  # the env file and auth proxy are rendered only here
 
     secret = [RemoteFile(posixpath.join(a.service_dir, f.name), f.content, f.mode)
               for f in render_secret_files(from_data(a.spec), secret_values)]
@@ -122,7 +122,7 @@ def ensure_images(a: ServiceArgs, s: Session) -> None:
     """docker: every image the compose file runs is on the host, pulled now if it is not."""
     if a.runtime != "docker":
         return
-    from infra.render import PROXY_IMAGE
+    from infra.engines.spec import PROXY_IMAGE
 
     spec = from_data(a.spec)
     images = [spec.image] + ([PROXY_IMAGE] if spec.needs_auth_proxy else [])
@@ -215,6 +215,6 @@ def remove_service(a: ServiceArgs, private_key: str) -> None:
 
 def secret_paths(a: ServiceArgs) -> list[str]:
     """Where the secret-bearing files are (their names only: no values needed to remove them)."""
-    from infra.render import ENV, PROXY
+    from infra.render.files import ENV, PROXY
 
     return [posixpath.join(a.service_dir, n) for n in (ENV, PROXY)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from infra.config import SecretRef
+from infra.stack.config import SecretRef
 from infra.engines.spec import BuildStep, EnvVar, ServiceSpec, SpecFile
 
 

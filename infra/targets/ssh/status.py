@@ -4,7 +4,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from infra.config import Deployment
+from infra.stack.config import Deployment
 from infra.errors import InferryError
 from infra.targets.ssh.pool import session
 from infra.targets.ssh.service import ServiceArgs

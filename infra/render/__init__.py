@@ -1,0 +1,1 @@
+"""The files a target places on a machine, with every value quoted for what reads it."""

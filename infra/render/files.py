@@ -1,0 +1,174 @@
+"""jinja2 over templates/ (StrictUndefined): the files a target places on a machine to run the engine.
+
+Templates hold no flag logic: they lay out a ServiceSpec. Every value passes a quoting filter for the
+format it lands in (infra/render/quoting.py). Secret values reach only `render_env` / `render_secret_files`,
+called by the target at apply time with resolved values, never through Pulumi outputs.
+"""
+from __future__ import annotations
+
+import functools
+import posixpath
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from infra.render import quoting
+from infra.stack.config import Deployment, SshTarget
+from infra.engines.spec import MODELS_DIR, PROXY_IMAGE, ServiceSpec
+from infra.errors import SecretError
+from infra.stack.resources import bundled
+
+TEMPLATES = bundled("templates")
+COMPOSE, ENV, LAUNCHER = "compose.yaml", "inferry.env", "run-engine.sh"
+PROXY, BUILD = "auth-proxy.conf", "build-engine.sh"
+PROJECT = "inferry"  # docker compose project name
+ENGINES_HOST_DIR = "/var/lib/inferry/engines"  # built TensorRT engines on an SSH host
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class RenderedFile:
+    """One file to place in the target's service folder."""
+
+    name: str
+    content: str
+    mode: int = 0o644
+
+
+@functools.lru_cache(maxsize=1)
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
+                             autoescape=False, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(yaml=_yaml, compose=_compose, shell=quoting.shell, shell_join=quoting.shell_join)
+    return env
+
+
+def _compose(value: Any) -> str:
+    """A YAML value for the compose file: Compose interpolates `$VAR`/`${VAR}` in every string and reads `$$`
+    as `$`, so every `$` is doubled and the container gets the text the stack wrote."""
+    return _yaml(_dollars(value))
+
+
+def _dollars(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("$", "$$")
+    if isinstance(value, dict):
+        return {k: _dollars(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_dollars(v) for v in value]
+    return value
+
+
+def _yaml(value: Any) -> str:
+    if isinstance(value, tuple):
+        value = list(value)
+    return quoting.yaml_value(value)
+
+
+def render_template(name: str, **context: Any) -> str:
+    """One template with its context; a missing variable is an error (StrictUndefined)."""
+    return _env().get_template(name).render(**context)
+
+
+def _deployment(stack_or_deployment: Any) -> Deployment:
+    return stack_or_deployment if isinstance(stack_or_deployment, Deployment) else stack_or_deployment.deployment
+
+
+def ssh_spec(stack_or_deployment: Any, runtime: str | None = None) -> ServiceSpec:
+    """The ServiceSpec as an SSH host runs it: container paths under docker, host paths for a bare process."""
+    from infra.engines import service_spec
+
+    d = _deployment(stack_or_deployment)
+    t = d.target
+    assert isinstance(t, SshTarget)
+    if (runtime or t.runtime) == "docker":
+        return service_spec(d)
+    kw = {"config_dir": t.service_dir} if d.engine.kind == "tensorrt-llm" else {}
+    return service_spec(d, models_dir=t.weights_cache, **kw)
+
+
+def _volumes(t: SshTarget, spec: ServiceSpec) -> list[str]:
+    # The config refuses ':' in weights_cache and service_dir: compose's short volume syntax splits on it.
+    vols = [f"{t.weights_cache}:{MODELS_DIR}:ro"]
+    vols += [f"{posixpath.join(t.service_dir, f.name)}:{f.mount_path}:ro" for f in spec.files]
+    if spec.build is not None:
+        vols.append(f"{ENGINES_HOST_DIR}:{posixpath.dirname(spec.build.output_dir)}:ro")
+    return vols
+
+
+def render_ssh_files(stack_or_deployment: Any, spec: ServiceSpec | None = None,
+                     runtime: str | None = None) -> list[RenderedFile]:
+    """Every non-secret file an SSH host needs: the compose file (docker) or the launcher (process), engine files."""
+    d = _deployment(stack_or_deployment)
+    t = d.target
+    assert isinstance(t, SshTarget)
+    runtime = runtime or t.runtime
+    spec = spec or ssh_spec(d, runtime)
+    env_file = posixpath.join(t.service_dir, ENV)
+    files = [RenderedFile(f.name, f.content, f.mode) for f in spec.files]
+    if runtime == "docker":
+        compose = render_template(
+            "compose.yaml.j2", spec=spec, model=d.model.name, project=PROJECT, env_file=env_file,
+            port_mapping=f"{spec.port}:{spec.listen_port}", volumes=_volumes(t, spec), proxy_image=PROXY_IMAGE,
+            proxy_volume=f"{posixpath.join(t.service_dir, PROXY)}:/etc/nginx/conf.d/default.conf:ro")
+        files.append(RenderedFile(COMPOSE, compose))
+    else:
+        files.append(RenderedFile(LAUNCHER, render_template("run-engine.sh.j2", spec=spec, env_file=env_file), 0o755))
+    if spec.build is not None:
+        files.append(RenderedFile(BUILD, "#!/bin/sh\n# Rendered by inferry: builds the TensorRT engine "
+                                         f"{spec.build.cache_key} inside {spec.build.image}.\n" + spec.build.script, 0o755))
+    return sorted(files, key=lambda f: f.name)
+
+
+def render_env(spec: ServiceSpec, secret_values: dict[str, str]) -> RenderedFile:
+    """The env file (mode 0600) from the spec's env; secret_values maps a secret's stack field to its value."""
+    lines = []
+    for e in spec.env:
+        if not _ENV_NAME.match(e.name):
+            raise ValueError(f"bad environment variable name {e.name!r}")
+        if e.secret is not None:
+            if e.secret_field not in secret_values:
+                raise SecretError(f"no value for {e.secret_field} ({e.secret.describe()})",
+                                  "resolve every secret of ServiceSpec.secret_env() before rendering", where=e.name)
+            value = secret_values[e.secret_field]
+        else:
+            value = e.value or ""
+        lines.append((e.name, quoting.env_value(e.name, value)))
+    return RenderedFile(ENV, render_template("inferry.env.j2", env=lines), 0o600)
+
+
+def render_secret_files(spec: ServiceSpec, secret_values: dict[str, str]) -> list[RenderedFile]:
+    """Files that carry secret values (0600): the env file, and the auth-proxy config when the engine needs one."""
+    files = [render_env(spec, secret_values)]
+    if spec.needs_auth_proxy:
+        if "serving.api_key" not in secret_values:
+            raise SecretError("no value for serving.api_key", "resolve it before rendering", where=PROXY)
+        conf = render_template("auth-proxy.conf.j2", port=spec.port, engine_port=spec.listen_port,
+                               health_path=quoting.nginx_token("health path", spec.health_path),
+                               api_key=quoting.nginx_token("serving.api_key", secret_values["serving.api_key"]))
+        files.append(RenderedFile(PROXY, conf, 0o600))
+    return files
+
+
+def redacted_values(spec: ServiceSpec) -> dict[str, str]:
+    """Stand-in secret values for previews (`inferry render`): names the field, never the value."""
+    fields = {e.secret_field for e in spec.env if e.secret_field} | ({"serving.api_key"} if spec.needs_auth_proxy else set())
+    return {f: "REDACTED-" + re.sub(r"[^A-Za-z0-9]", "-", f) for f in fields}
+
+
+def service_json(spec: ServiceSpec) -> dict[str, Any]:
+    """The service spec as plain data, secrets as references: what `inferry render --json` prints."""
+    env = {e.name: e.value if e.secret is None else {"secret": e.secret_field, "from": e.secret.describe()}
+           for e in spec.env}
+    return {"engine": spec.engine, "version": spec.version, "image": spec.image, "command": list(spec.command),
+            "args": list(spec.args), "env": env, "port": spec.port, "engine_port": spec.listen_port,
+            "health_path": spec.health_path, "gpus": spec.gpus, "served_model_name": spec.served_model_name,
+            "model_dir": spec.model_dir, "streams_weights": spec.streams_weights,
+            "needs_auth_proxy": spec.needs_auth_proxy,
+            "files": [{"name": f.name, "mount_path": f.mount_path} for f in spec.files],
+            "build": None if spec.build is None else {"image": spec.build.image, "cache_key": spec.build.cache_key,
+                                                       "output_dir": spec.build.output_dir}}
+

@@ -1,0 +1,1 @@
+"""The stack file: schema, loading, secret references, problems, cross-section checks, validate, init."""

@@ -1,0 +1,191 @@
+"""The typed stack configuration: the `inferry:deployment` object of a stack file."""
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from infra.stack.config_engines import EngineConfig, TrtllmEngine, VllmEngine
+from infra.stack.config_targets import INT32_MAX, STRICT, KubernetesTarget, SecretRef, SshHost, SshTarget, TargetConfig
+from infra.storage.names import BUCKET_NAME, endpoint_problem  # a leaf: weights commands skip pydantic
+
+__all__ = [
+    "Deployment", "ModelConfig", "Architecture", "StorageConfig", "ProviderConfig",
+    "ServingConfig", "PolicyConfig", "SecretRef", "EngineConfig", "VllmEngine",
+    "TrtllmEngine", "TargetConfig", "SshTarget", "SshHost", "KubernetesTarget",
+]
+
+# A served model name ends up in URLs, labels and file names: keep it boring.
+SERVED_NAME = r"^[A-Za-z0-9][A-Za-z0-9._\-/]{0,127}$"
+
+
+class Strict(BaseModel):
+    """Base for every section: unknown keys are errors, values are never coerced ("8000" is not a port)."""
+
+    model_config = ConfigDict(**STRICT, populate_by_name=True)
+
+
+class Architecture(Strict):
+    """A model's shape, for sizing when neither config.json nor the catalog knows it."""
+
+    num_layers: int = Field(gt=0, le=INT32_MAX)
+    num_attention_heads: int = Field(gt=0, le=INT32_MAX)
+    num_kv_heads: int = Field(gt=0, le=INT32_MAX)
+    head_dim: int = Field(gt=0, le=INT32_MAX)
+    hidden_size: int = Field(gt=0, le=INT32_MAX)
+    vocab_size: int = Field(gt=0, le=INT32_MAX)
+    max_context: int = Field(gt=0, le=INT32_MAX)
+    num_params: float = Field(gt=0, le=1e15, description="total parameters, e.g. 8.03e9")
+    intermediate_size: int | None = Field(default=None, gt=0, le=INT32_MAX)
+    num_experts: int | None = Field(default=None, gt=0, le=INT32_MAX)
+    num_experts_per_token: int | None = Field(default=None, gt=0, le=INT32_MAX)
+    kv_lora_rank: int | None = Field(default=None, gt=0, le=INT32_MAX, description="MLA latent rank")
+    qk_rope_head_dim: int | None = Field(default=None, gt=0, le=INT32_MAX, description="MLA rope dim")
+
+
+class ModelConfig(Strict):
+    """What is served: the name clients ask for and where the weights live."""
+
+    name: str = Field(pattern=SERVED_NAME, description="served model name: letters, digits, '.', '_', '-', '/'")
+    weights: str = Field(description="the model's key prefix in this stack's bucket (storage.bucket), e.g. "
+                                     "llama-3.1-8b-instruct, or an absolute path on the host")
+    catalog: str | None = Field(default=None, description="catalog architecture key, when it differs from name")
+    architecture: Architecture | None = None
+    dtype: Literal["auto", "bfloat16", "float16"] = "auto"
+    hf_token: SecretRef | None = None
+
+    @field_validator("weights")
+    @classmethod
+    def _weights_location(cls, v: str) -> str:
+        if any(ord(c) < 32 or ord(c) == 127 for c in v):
+            raise ValueError("must not contain control characters such as newlines or tabs")
+        if v.startswith("/"):
+            if len(v.encode()) > 4000 or any(len(part.encode()) > 255 for part in v.split("/")):
+                raise ValueError("longer than a path can be (4000 bytes, 255 per folder name)")
+            return v
+        if v.startswith("s3://"):  # the old form; check_bucket requires BUCKET to be storage.bucket
+            bucket, _, prefix = v[5:].partition("/")
+            if not re.match(BUCKET_NAME, bucket) or not prefix.strip("/"):
+                raise ValueError(_prefix_problem(""))
+        else:
+            prefix = v
+        problem = _prefix_problem(prefix.rstrip("/"))
+        if problem:
+            raise ValueError(problem)
+        return v.rstrip("/")
+
+    @property
+    def in_store(self) -> bool:
+        """True when the weights are in the stack's weight store (not a path on the host)."""
+        return not self.weights.startswith("/")
+
+    @property
+    def legacy_bucket(self) -> str | None:
+        """The bucket an old-style s3://BUCKET/PREFIX location names; None for a key prefix or a path."""
+        return self.weights[5:].split("/", 1)[0] if self.weights.startswith("s3://") else None
+
+    @property
+    def weights_prefix(self) -> str | None:
+        """The key prefix (the model folder) inside the stack's bucket; None for a path on the host."""
+        if self.weights.startswith("s3://"):
+            return self.weights[5:].split("/", 1)[1]
+        return None if self.weights.startswith("/") else self.weights
+
+
+def _prefix_problem(prefix: str) -> str | None:
+    """Why prefix is not a usable key prefix (model folder) inside a bucket, or None."""
+    expected = ("expected a key prefix inside storage.bucket such as llama-3.1-8b-instruct, "
+                "or an absolute path on the host such as /models/llama")
+    if "://" in prefix or not prefix:
+        return expected
+    if any(part in ("", ".", "..") for part in prefix.split("/")):
+        return f"{expected}: no empty, '.' or '..' folder names"
+    if len(prefix.encode()) > 900:  # S3 keys are at most 1024 bytes: leave room for the file names
+        return "the prefix is longer than 900 bytes"
+    return None
+
+
+class StorageConfig(Strict):
+    """An S3-compatible weight store at any endpoint."""
+
+    endpoint: str = Field(description="S3 endpoint URL")
+    region: str = Field(min_length=1)
+    bucket: str = Field(pattern=BUCKET_NAME, description="an S3 bucket name: 3-63 lowercase letters, digits, '.' or '-'")
+    addressing_style: Literal["path", "virtual"] = "path"
+    access_key_id: SecretRef
+    secret_access_key: SecretRef
+    force_destroy: bool = False
+    tags: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint_url(cls, v: str) -> str:
+        problem = endpoint_problem(v)
+        if problem:
+            raise ValueError(problem)
+        return v
+
+
+ONE_LINE = r"^[^\s\x00-\x1f\x7f](?:[^\x00-\x1f\x7f]{0,198}[^\s\x00-\x1f\x7f])?$"
+
+
+class ProviderConfig(Strict):
+    """Who rents the GPUs, where, and at what price."""
+
+    # Both are printed in plan tables and outputs: one printable line, no edge spaces (a newline would forge lines).
+    name: str = Field(pattern=ONE_LINE, description="the provider's name on one printable line, up to 200 characters",
+                      json_schema_extra={"fix": "write it on one line, without leading or trailing spaces"})
+    region: str = Field(pattern=ONE_LINE, description="a region name on one printable line, e.g. es-madrid",
+                        json_schema_extra={"fix": "write it on one line, without leading or trailing spaces"})
+    gpu: str = Field(min_length=1, description="catalog GPU key, e.g. H100-80GB")
+    gpu_count: int = Field(default=1, ge=1, le=64, description="GPUs per host or replica")
+    price_per_gpu_hour: float = Field(ge=0, le=1e6)
+    egress_per_gb: float = Field(default=0.0, ge=0, le=1e6)
+    tokens_per_second: float | None = Field(default=None, gt=0, le=1e9,
+                                            description="output tokens/s per replica, if known")
+
+
+class ServingConfig(Strict):
+    """How clients reach the engine."""
+
+    port: int = Field(default=8000, ge=1, le=65535)
+    api_key: SecretRef
+
+
+class PolicyConfig(Strict):
+    """Rules the deployment must obey, such as data residency."""
+
+    residency: Literal["eu"] | None = None
+    allowed_regions: list[str] = Field(default_factory=list)
+
+
+class Deployment(Strict):
+    """The whole deployment: one per stack file."""
+
+    model: ModelConfig
+    engine: Annotated[Union[VllmEngine, TrtllmEngine], Field(discriminator="kind")]
+    target: Annotated[Union[SshTarget, KubernetesTarget], Field(discriminator="kind")]
+    storage: StorageConfig
+    provider: ProviderConfig
+    serving: ServingConfig
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+
+    @property
+    def weights_uri(self) -> str:
+        """Where the weights are: s3://STORAGE.BUCKET/PREFIX in this stack's store, or the path on the host."""
+        prefix = self.model.weights_prefix
+        return self.model.weights if prefix is None else f"s3://{self.storage.bucket}/{prefix}"
+
+    def secret_refs(self) -> dict[str, SecretRef]:
+        """Every secret reference in the deployment, by field path."""
+        refs = {
+            "storage.access_key_id": self.storage.access_key_id,
+            "storage.secret_access_key": self.storage.secret_access_key,
+            "serving.api_key": self.serving.api_key,
+        }
+        if self.model.hf_token is not None:
+            refs["model.hf_token"] = self.model.hf_token
+        if isinstance(self.target, SshTarget):
+            refs["target.private_key"] = self.target.private_key
+        return refs

@@ -1,0 +1,75 @@
+"""Everything `inferry validate` checks: the schema, then cross-section, engine, sizing and target checks, all
+reported in one run."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import ValidationError
+
+from infra.stack.checks import cross_checks
+from infra.stack.config import Deployment
+from infra.errors import InferryError, Problem
+from infra.stack.problems import bounded, problems_from_validation, repaired
+
+# Each check returns findings (errors and warnings); engines, sizing and targets add theirs here.
+Check = Callable[[Deployment], list[Problem]]
+# Rounds of did-you-mean repair: a kind first, then the keys of the section it selects.
+REPAIR_ROUNDS = 3
+
+
+def _checks() -> list[Check]:
+    # Imported lazily so a broken optional module cannot break loading the config itself.
+    from infra.engines.checks import engine_checks
+    from infra.sizing.fit import sizing_problems
+    from infra.storage.checks import storage_checks
+    from infra.targets.kubernetes.checks import check_kubernetes
+    from infra.targets.ssh.checks import ssh_checks
+
+    checks: list[Check] = [sizing_problems, engine_checks, check_kubernetes, ssh_checks, storage_checks]
+    return checks
+
+
+def findings(d: Deployment) -> list[Problem]:
+    """All findings for a schema-valid deployment, each found value cut short (checks may quote a whole
+    user value there). Sizing knows the memory: where it refuses a field, its fix replaces the engine rule's
+    on the same field (one bullet for max_model_len above the model's context, with a fix that fits)."""
+    found: list[Problem] = []
+    for check in _checks():
+        sized = {p.path for p in found if p.severity == "error"}
+        found += [p for p in check(d) if p.severity != "error" or p.path not in sized]
+    return [bounded(p) for p in found]
+
+
+def checked(raw: Any) -> tuple[Deployment | None, list[Problem]]:
+    """(deployment, problems) for a raw deployment object: the deployment when it has no schema or
+    cross-section problem; otherwise every problem found, including those the first ones hid (found on a
+    copy with each did-you-mean applied, and by the other checks once the copy is valid)."""
+    problems: list[Problem] = []
+    for _ in range(REPAIR_ROUNDS):
+        try:
+            d = Deployment.model_validate(raw)
+        except ValidationError as e:
+            problems += _new(problems, problems_from_validation(Deployment, e))
+            raw = repaired(Deployment, raw, e.errors(include_url=False))
+            if raw is None:
+                break
+            continue
+        crossed = _new(problems, cross_checks(d))
+        if not problems and not crossed:
+            return d, []
+        return None, problems + crossed + _new(problems + crossed, _errors(d))
+    return None, problems
+
+
+def _new(seen: list[Problem], more: list[Problem]) -> list[Problem]:
+    paths = {p.path for p in seen}
+    return [p for p in more if p.path not in paths]
+
+
+def _errors(d: Deployment) -> list[Problem]:
+    """The errors among the findings (warnings wait for a stack that loads)."""
+    try:
+        return [p for p in findings(d) if p.severity == "error"]
+    except InferryError:  # a check that cannot run on this stack: the problems above come first
+        return []

@@ -1,0 +1,78 @@
+"""`inferry migrate` through the real Pulumi engine: two SSH stacks, two stores, no moment without an answer.
+
+Each stack has its own host and its own S3 store with its own keys, all set as Pulumi secrets; only a's store
+holds the model. A client polls both endpoints the whole time (tests/progharness.Poller).
+"""
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from infra.lifecycle import probe
+from tests.support.progharness import Poller
+from tests.support.realengine import Project, model_store
+from tests.support.ssh_env import BUCKET, FILES, MODEL, PREFIX
+
+KEYS = {"a": ("mig-a-access", "mig-a-secret-" + "1" * 12), "b": ("mig-b-access", "mig-b-secret-" + "2" * 12)}
+API = {"a": "sk-mig-a-" + "5" * 16, "b": "sk-mig-b-" + "6" * 16}
+
+
+def deployment(host, server) -> dict:
+    """One host, its own store; secrets by reference to the stack's Pulumi secrets."""
+    return {
+        "model": {"name": MODEL, "weights": f"s3://{BUCKET}/{PREFIX}"},
+        "engine": {"kind": "vllm", "max_model_len": 4096},
+        "target": {"kind": "ssh", "runtime": "process", "health_timeout_s": 30,
+                   "private_key": {"config": "sshPrivateKey"},
+                   "hosts": [{"address": host.address, "name": host.name, "host_key": host.host_key_line}]},
+        "storage": {"endpoint": server.endpoint, "region": server.region, "bucket": BUCKET,
+                    "access_key_id": {"config": "s3AccessKey"}, "secret_access_key": {"config": "s3SecretKey"}},
+        "provider": {"name": f"cloud-{host.name}", "region": "eu-test", "gpu": "H200", "price_per_gpu_hour": 3.0},
+        "serving": {"port": 8000, "api_key": {"config": "apiKey"}},
+    }
+
+
+@pytest.fixture(scope="module")
+def stacks(host_network, s3_server_factory, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("real-migrate")
+    project = Project(tmp / "project")
+    hosts, servers = {}, {}
+    for name in ("a", "b"):  # only a's store holds the model
+        servers[name] = model_store(s3_server_factory, host_network, KEYS[name], tmp, with_model=name == "a")
+        hosts[name] = host_network.add_host(f"rm{name}")
+        project.write_stack(name, deployment(hosts[name], servers[name]),
+                            {"sshPrivateKey": host_network.client_key_text, "apiKey": API[name],
+                             "s3AccessKey": KEYS[name][0], "s3SecretKey": KEYS[name][1]})
+    yield project, hosts, servers
+    for name in ("a", "b"):
+        project.pulumi("destroy", "--yes", "--stack", name, check=False)
+        host_network.remove_host(hosts[name])
+
+
+def test_migrate_through_the_real_engine_without_downtime(stacks):
+    project, hosts, servers = stacks
+    project.inferry("up", "a")
+    a_url, b_url = (f"http://{hosts[n].address}:8000" for n in ("a", "b"))
+    poller = Poller([(a_url, API["a"]), (b_url, API["b"])])
+    poller.start()
+    r = project.inferry("migrate", "--from", "a", "--to", "b", "--destroy-source", "--drain-grace", "1", "--yes")
+    samples = poller.finish()
+    assert f"cutover done: a is destroyed; clients must use {b_url}/v1" in r.stdout, r.stdout
+    assert "draining a: waiting until no request runs or waits for 1s" in r.stdout and "a idle for 1s" in r.stdout
+    assert all(any(s) for s in samples), "a moment with no endpoint answering"
+    assert samples[0] == (True, False) and (True, True) in samples and samples[-1] == (False, True)
+    assert probe.chat_check(b_url + "/v1", API["b"], MODEL) and not probe.healthy(a_url + "/v1")
+    for rel, data in FILES.items():  # b's store got the bytes a's store holds, checked here
+        got = (servers["b"].root / BUCKET / PREFIX / rel).read_bytes()
+        assert hashlib.sha256(got).digest() == hashlib.sha256(data).digest()
+    assert project.resources("a") == {} and len(project.resources("b")) == 8
+
+
+def test_destroy_through_inferry_then_again_finds_nothing(stacks):
+    project, hosts, _ = stacks
+    r = project.inferry("destroy", "b", "--yes")
+    assert "b destroyed: 7 delete" in r.stdout and "  deleted pulumi-python:dynamic/inferry:SshService ssh-rmb-service" \
+        in r.stdout, r.stdout
+    assert project.resources("b") == {} and not probe.healthy(f"http://{hosts['b'].address}:8000/v1")
+    assert "b destroyed: no resources" in project.inferry("destroy", "b", "--yes").stdout

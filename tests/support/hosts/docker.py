@@ -1,0 +1,74 @@
+"""A Docker engine inside a test host, as on a GPU VM: Debian's dockerd in the host's own namespaces.
+
+Its data root is on this machine's disk (a bind, so overlay2 works), its socket the usual /run/docker.sock,
+its containers in the host's network namespace (the default bridge with published ports, or host networking,
+land on the host's address). The images are the stand-in image (tests/support/hosts/image.py) under every name the
+stacks render. Stand-ins: `nvidia-container-runtime-hook` (dockerd registers its `nvidia` device driver when
+the hook is on its PATH; this one makes no GPU visible, it only lets the same compose file start as on a GPU
+host) and, inside the image, the engines and nvidia-smi. The `docker compose` plugin is scripts/tools.sh's.
+"""
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+DATA_ROOT = "/var/lib/docker"
+HOOK = "nvidia-container-runtime-hook"
+
+
+def cgroup_mounts() -> list[list[str]]:
+    """This machine's cgroup hierarchies ([source, path, type, options]): `ip netns exec` gives the hosts a
+    fresh /sys without them, and dockerd needs them."""
+    mounts = [line.split()[:4] for line in Path("/proc/self/mounts").read_text().splitlines()]
+    return [m for m in mounts if m[1] == "/sys/fs/cgroup" or m[1].startswith("/sys/fs/cgroup/")]
+
+
+def image_names() -> list[str]:
+    """Every image a stack renders by default: the engines' pinned images and the auth proxy's."""
+    from infra.stack.config_engines import TRTLLM_VERSION, VLLM_VERSION
+    from infra.engines import trtllm, vllm
+    from infra.engines.spec import PROXY_IMAGE
+
+    return [vllm.IMAGE.format(version=VLLM_VERSION), trtllm.IMAGE.format(version=TRTLLM_VERSION), PROXY_IMAGE]
+
+
+def compose_plugin() -> Path:
+    """The `docker compose` plugin binary: scripts/tools.sh's build, else one the machine has."""
+    from tests.support.realengine import TOOLS_BIN
+
+    system = [Path(d) / "docker-compose" for d in ("/usr/libexec/docker/cli-plugins", "/usr/lib/docker/cli-plugins",
+                                                   "/usr/local/lib/docker/cli-plugins")]
+    for p in (TOOLS_BIN / "docker-compose", *system):
+        if p.is_file():
+            return p
+    raise RuntimeError("the docker-runtime tests need Docker Compose v2: run `bash scripts/tools.sh`")
+
+
+def start(host, image_tar: str, names: list[str]) -> None:
+    """Start the host's dockerd and load the stand-in image under `names` (the host's tools must see image_tar)."""
+    host.install(HOOK, "cat >/dev/null; exit 0")
+    plugins = host.path("/usr/local/lib/docker/cli-plugins")
+    plugins.mkdir(parents=True, exist_ok=True)
+    shutil.copy(compose_plugin(), plugins / "docker-compose")
+    args = (f"--host unix:///run/docker.sock --pidfile /run/dockerd.pid --exec-root /run/docker "
+            f"--data-root {DATA_ROOT} --storage-driver overlay2 --iptables=false --ip6tables=false "
+            f"--cgroup-parent /inferry-{host.name}")
+    host.exec(f"(setsid dockerd {args} </dev/null >/var/log/dockerd.log 2>&1 &)", check=True)
+    deadline = time.monotonic() + 30
+    while host.exec("docker version --format '{{.Server.Version}}'").returncode != 0:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"dockerd on {host.name} did not start:\n"
+                               f"{host.exec('tail -n 30 /var/log/dockerd.log').stdout}")
+        time.sleep(0.1)
+    tags = " && ".join(f"docker tag {names[0]} {n}" for n in names[1:])
+    host.exec(f"docker import --change 'CMD [\"nginx\", \"-g\", \"daemon off;\"]' {image_tar} {names[0]} >/dev/null"
+              + (f" && {tags}" if tags else ""), check=True, timeout=300)
+
+
+def stop(host) -> None:
+    """Remove every container, then stop dockerd (its containers' cgroups are this machine's)."""
+    host.exec("ids=$(docker ps -aq 2>/dev/null); [ -z \"$ids\" ] || docker rm -f $ids >/dev/null 2>&1; "
+              "p=$(cat /run/dockerd.pid 2>/dev/null) && kill \"$p\" 2>/dev/null; "
+              "i=0; while [ -n \"$p\" ] && kill -0 \"$p\" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done",
+              timeout=60)

@@ -1,0 +1,131 @@
+"""The real Pulumi engine in tests: the CLI from PATH or scripts/tools.sh, in a project folder of its own.
+
+A `Project` is laid out as a user's checkout: Pulumi.yaml, stacks/Pulumi.NAME.yaml, state in .inferry/state.
+`inferry` runs as a user runs it (a subprocess in that folder); `pulumi` too, with the backend that
+`inferry` chose (README: `pulumi login file://$PWD/.inferry/state`). Nothing may download: update checks and
+automatic plugin downloads are off, and PULUMI_HOME is the project's own.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.conftest import ROOT
+
+TOOLS_BIN = Path(os.environ.get("INFERRY_TOOLS") or Path.home() / ".cache" / "inferry" / "tools") / "bin"
+PASSPHRASE = "inferry-test-passphrase-" + "3" * 8
+NEEDED = ("pulumi", "pulumi-resource-pulumi-python")
+
+
+def tools_path() -> str:
+    """PATH with the Pulumi CLI and its Python plugin; fails loudly when they are missing (no skip)."""
+    path = f"{os.environ.get('PATH', '')}{os.pathsep}{TOOLS_BIN}"
+    missing = [t for t in NEEDED if shutil.which(t, path=path) is None]
+    if missing:
+        raise RuntimeError(f"the real-engine tests need {', '.join(missing)}: run `bash scripts/tools.sh` "
+                           "(builds the Pulumi CLI from Go modules) or install the Pulumi CLI")
+    return path
+
+
+class Project:
+    """A project folder with the real CLI; `inferry(...)` and `pulumi(...)` run there as a user types them."""
+
+    def __init__(self, folder: Path, env: dict[str, str] | None = None):
+        self.folder = Path(folder)
+        (self.folder / "stacks").mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / "Pulumi.yaml", self.folder / "Pulumi.yaml")
+        for name in ("__main__.py", "infra", ".venv"):  # the program and Pulumi.yaml's virtualenv, as in a checkout
+            if not (self.folder / name).exists():
+                (self.folder / name).symlink_to(ROOT / name)
+        home = self.folder / ".pulumi-home"
+        home.mkdir(exist_ok=True)
+        self.env = {**os.environ, "PATH": tools_path(), "PULUMI_HOME": str(home), "PULUMI_SKIP_UPDATE_CHECK": "true",
+                    "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true", "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE,
+                    **(env or {})}
+        self.env.pop("PULUMI_BACKEND_URL", None)
+
+    @property
+    def state(self) -> Path:
+        """The local file backend inferry uses by default."""
+        return self.folder / ".inferry" / "state"
+
+    def stack_file(self, name: str) -> Path:
+        """Where a stack's file lives."""
+        return self.folder / "stacks" / f"Pulumi.{name}.yaml"
+
+    @staticmethod
+    def inferry_argv() -> list[str]:
+        """The installed `inferry` command."""
+        return [str(Path(sys.executable).parent / "inferry")]
+
+    def inferry(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
+        """`inferry ARGS` in the project folder; check=True fails with its output when it exits non-zero."""
+        return self._run([*self.inferry_argv(), *args], self.env, check, timeout)
+
+    def pulumi(self, *args: str, check: bool = True, stdin: str | None = None,
+               timeout: float = 600) -> subprocess.CompletedProcess:
+        """`pulumi ARGS` in the project folder, on the backend inferry uses."""
+        env = {**self.env, "PULUMI_BACKEND_URL": f"file://{self.state}"}
+        self.state.mkdir(parents=True, exist_ok=True)
+        return self._run(["pulumi", *args], env, check, timeout, stdin)
+
+    def _run(self, cmd: list[str], env: dict, check: bool, timeout: float,
+             stdin: str | None = None) -> subprocess.CompletedProcess:
+        proc = subprocess.run(cmd, cwd=self.folder, env=env, capture_output=True, text=True, timeout=timeout,
+                              input=stdin)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{' '.join(cmd[:4])}... exited {proc.returncode}\n"
+                                 f"--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}")
+        return proc
+
+    def write_stack(self, name: str, deployment: dict[str, Any], secrets: dict[str, str]) -> Path:
+        """A stack file with this deployment; each secret set as a user does: `pulumi config set --secret`
+        with the value on stdin (never on a command line)."""
+        path = self.stack_file(name)
+        path.write_text(yaml.safe_dump({"config": {"inferry:deployment": deployment}}, sort_keys=False))
+        if self.pulumi("stack", "ls", "--json").stdout.find(f'"name": "{name}"') < 0:
+            self.pulumi("stack", "init", name, "--secrets-provider", "passphrase")
+        for key, value in secrets.items():
+            self.pulumi("config", "set", "--secret", "--stack", name, f"inferry:{key}", stdin=value)
+        return path
+
+    def set_deployment(self, name: str, deployment: dict[str, Any]) -> None:
+        """Replace the stack's deployment, keeping its secrets (as a user edits the file)."""
+        path = self.stack_file(name)
+        doc = yaml.safe_load(path.read_text())
+        doc["config"]["inferry:deployment"] = deployment
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+    def export(self, name: str) -> dict[str, Any]:
+        """`pulumi stack export` (secrets stay ciphertext)."""
+        return json.loads(self.pulumi("stack", "export", "--stack", name).stdout)
+
+    def resources(self, name: str) -> dict[str, dict]:
+        """The stack's resources in state by name (the URN's last part)."""
+        found = self.export(name)["deployment"].get("resources") or []
+        return {r["urn"].rsplit("::", 1)[-1]: r for r in found}
+
+
+def model_store(server_factory, host_network, keys: tuple[str, str], tmp: Path, with_model: bool = True):
+    """An S3 server the test hosts reach, with these keys and the weights bucket; holding the test model
+    (tests/ssh_env.FILES, pushed with its manifest) unless with_model is false."""
+    from infra.storage.settings import StoreSettings
+    from infra.storage.sync import push
+    from tests.support.ssh_env import BUCKET, FILES, PREFIX
+
+    server = server_factory(*keys, host=host_network.gateway)
+    (server.root / BUCKET).mkdir(parents=True, exist_ok=True)
+    if with_model:
+        model = tmp / "model"
+        model.mkdir(exist_ok=True)
+        for rel, data in FILES.items():
+            (model / rel).write_bytes(data)
+        push(StoreSettings(server.endpoint, server.region, BUCKET, *keys), model, PREFIX, show=False)
+    return server

@@ -1,0 +1,68 @@
+"""The default path end to end: the real Pulumi engine (`inferry up`) puts the engine container on a host with
+its own Docker engine; `inferry status` reports a crash Docker recovered from; destroy removes the container."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from infra.lifecycle import probe
+from tests.support.realengine import Project, model_store
+from tests.support.ssh_env import BUCKET, MODEL, PREFIX
+from tests.targets.ssh.test_ssh_docker import container
+
+API_KEY = "sk-real-docker-" + "2" * 20
+KEYS = ("rd-access-key", "rd-secret-key-" + "3" * 12)
+
+
+@pytest.fixture(scope="module")
+def stack(host_network, s3_server_factory, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("real-docker")
+    server = model_store(s3_server_factory, host_network, KEYS, tmp)
+    (h,) = host_network.add_hosts(["rdk"], docker=True)
+    project = Project(tmp / "project")
+    project.write_stack("dock", {
+        "model": {"name": MODEL, "weights": f"s3://{BUCKET}/{PREFIX}"},
+        "engine": {"kind": "vllm", "max_model_len": 4096},
+        "target": {"kind": "ssh", "health_timeout_s": 30, "private_key": {"config": "sshPrivateKey"},
+                   "hosts": [{"address": h.address, "name": h.name, "host_key": h.host_key_line}]},
+        "storage": {"endpoint": server.endpoint, "region": server.region, "bucket": BUCKET,
+                    "access_key_id": {"config": "s3AccessKey"}, "secret_access_key": {"config": "s3SecretKey"}},
+        "provider": {"name": "test-cloud", "region": "eu-test", "gpu": "H200", "price_per_gpu_hour": 3.0},
+        "serving": {"port": 8000, "api_key": {"config": "apiKey"}},
+    }, {"sshPrivateKey": host_network.client_key_text, "apiKey": API_KEY, "s3AccessKey": KEYS[0],
+        "s3SecretKey": KEYS[1]})
+    yield project, h
+    project.pulumi("destroy", "--yes", "--stack", "dock", check=False)
+    host_network.remove_host(h)
+
+
+def test_up_runs_the_container_and_a_second_up_keeps_it(stack):
+    project, h = stack
+    project.inferry("up", "dock")
+    first = container(h)
+    assert first["Config"]["Image"] == "vllm/vllm-openai:v0.33.0" and first["State"]["Running"]
+    assert probe.chat_check(f"http://{h.address}:8000/v1", API_KEY, MODEL)
+    r = project.inferry("up", "dock")
+    assert "unchanged" in r.stdout and " updated " not in r.stdout
+    assert container(h)["Id"] == first["Id"] and container(h)["State"]["StartedAt"] == first["State"]["StartedAt"]
+
+
+def test_status_shows_a_crash_docker_recovered_from(stack):
+    project, h = stack
+    h.exec(f"kill -KILL {container(h)['State']['Pid']}", check=True)
+    deadline = time.monotonic() + 30
+    while not (container(h)["RestartCount"] == 1 and probe.healthy(f"http://{h.address}:8000/v1")):
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    r = project.inferry("status", "dock")
+    assert f"http://{h.address}:8000/v1  healthy" in r.stdout
+    assert f"host {h.name}: engine running since " in r.stdout
+    assert "restarted 1 time since the last apply" in r.stdout, r.stdout
+
+
+def test_destroy_removes_the_container(stack):
+    project, h = stack
+    r = project.inferry("destroy", "dock", "--yes")
+    assert "dock destroyed:" in r.stdout and container(h) == {}
+    assert h.exec("ls -A /etc/inferry 2>/dev/null").stdout == ""

@@ -1,0 +1,239 @@
+"""The real Pulumi engine on real SSH hosts: a stack's whole life through `inferry` and `pulumi` commands.
+
+Real: the Pulumi CLI and engine (scripts/tools.sh), its local file backend and passphrase secrets, Pulumi's
+dynamic-provider plugin, two OpenSSH hosts (tests/hosts), an rclone S3 store. Stand-in: the GPU engine.
+`pulumi preview/up` typed in the folder need Pulumi's Python language plugin, which the Go module proxy
+refuses here; the same program runs inline under `inferry preview/up` (same CLI, engine, state and plugin).
+`pulumi refresh/destroy/stack export/config` run exactly as typed. The tests run in order: each starts from
+the state the one before left.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import re
+import subprocess
+
+import pytest
+
+from infra.lifecycle import probe
+from tests.support.progharness import Poller
+from tests.support.realengine import Project, model_store
+from tests.support.ssh_env import BUCKET, FILES, MODEL, PREFIX, ops_log
+
+API_KEY = "sk-real-engine-" + "4" * 20
+S3_KEYS = ("re-access-canary-1", "re-secret-canary-" + "8" * 16)
+SERVICE = "pulumi-python:dynamic/inferry:SshService"
+
+
+class World:
+    """Two hosts, one store, one project with stack `two` (rolling, load balancer on the first host)."""
+
+    def __init__(self, hosts, server, project: Project, private_key: str):
+        self.hosts, self.server, self.project, self.private_key = hosts, server, project, private_key
+
+    def deployment(self, **engine) -> dict:
+        """The stack's deployment, with engine options changed."""
+        h = self.hosts
+        return {
+            "model": {"name": MODEL, "weights": f"s3://{BUCKET}/{PREFIX}"},
+            "engine": {"kind": "vllm", "max_model_len": 4096, **engine},
+            "target": {"kind": "ssh", "runtime": "process", "health_timeout_s": 30,
+                       "private_key": {"config": "sshPrivateKey"}, "load_balancer": {"host": h[0].name, "port": 8080},
+                       "hosts": [{"address": x.address, "name": x.name, "host_key": x.host_key_line} for x in h]},
+            "storage": {"endpoint": self.server.endpoint, "region": self.server.region, "bucket": BUCKET,
+                        "access_key_id": {"config": "s3AccessKey"}, "secret_access_key": {"config": "s3SecretKey"}},
+            "provider": {"name": "test-cloud", "region": "eu-test", "gpu": "H200", "price_per_gpu_hour": 3.0},
+            "serving": {"port": 8000, "api_key": {"config": "apiKey"}},
+        }
+
+    def outputs(self, stack: str, resource: str) -> dict:
+        """A resource's outputs in the stack's state."""
+        return self.project.resources(stack)[resource]["outputs"]
+
+    def replica(self, i: int) -> str:
+        """The i-th host's engine URL."""
+        return f"http://{self.hosts[i].address}:8000"
+
+
+@pytest.fixture(scope="module")
+def world(host_network, s3_server_factory, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("real-engine")
+    server = model_store(s3_server_factory, host_network, S3_KEYS, tmp)
+    hosts = host_network.add_hosts(["re1", "re2"])
+    for h in hosts:
+        h.set_standin(startup_s=0.5)  # a restart is a window a client could see
+    w = World(hosts, server, Project(tmp / "project"), host_network.client_key_text)
+    w.project.write_stack("two", w.deployment(), {"sshPrivateKey": w.private_key, "apiKey": API_KEY,
+                                                  "s3AccessKey": S3_KEYS[0], "s3SecretKey": S3_KEYS[1]})
+    yield w
+    w.project.pulumi("destroy", "--yes", "--stack", "two", check=False)
+    for h in hosts:
+        host_network.remove_host(h)
+
+
+def changes(stdout: str) -> list[tuple[str, str]]:
+    """(verb, resource name) of each finished step in `inferry up/destroy` progress."""
+    return re.findall(r"^  (created|updated|replaced|deleted) \S+ (\S+)$", stdout, re.M)
+
+
+def test_preview_shows_the_plan_and_creates_nothing(world):
+    r = world.project.inferry("preview", "two")
+    assert re.search(r"two would change: 11 create$", r.stdout, re.M), r.stdout
+    assert world.project.resources("two") == {}
+    assert all(ops_log(h) == [] and h.engine_starts() == [] for h in world.hosts)
+
+
+def test_up_streams_progress_and_serves_with_the_key_only(world):
+    proc = subprocess.Popen([*world.project.inferry_argv(), "up", "two"], cwd=world.project.folder,
+                            env=world.project.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines, streamed = [], False
+    for line in proc.stdout:
+        lines.append(line)
+        if "created pulumi-python:dynamic/inferry:SshHost" in line:
+            streamed = proc.poll() is None  # the line came while the update still ran
+    assert proc.wait() == 0, "".join(lines)
+    assert streamed, "progress arrived only at the end"
+    out = "".join(lines)
+    assert len(changes(out)) == 10 and {v for v, _ in changes(out)} == {"created"}  # and the Stack
+    assert f"endpoint: http://{world.hosts[0].address}:8080/v1" in out
+    lb = f"http://{world.hosts[0].address}:8080"
+    assert probe.chat_check(lb + "/v1", API_KEY, MODEL)
+    assert probe.get(lb + "/v1/models", 3, None)[0] == 401
+    assert probe.get(world.replica(1) + "/v1/models", 3, "sk-wrong")[0] == 401
+    for h in world.hosts:  # the weights each host holds are the bytes pushed, checked here, not by inferry
+        model_dir = world.outputs("two", f"ssh-{h.name}-weights")["model_dir"]
+        for rel, data in FILES.items():
+            assert hashlib.sha256(h.path(f"{model_dir}/{rel}").read_bytes()).digest() == hashlib.sha256(data).digest()
+
+
+def test_second_up_changes_nothing_on_any_host(world):
+    before = [(ops_log(h), len(h.engine_starts())) for h in world.hosts]
+    r = world.project.inferry("up", "two")
+    assert changes(r.stdout) == [] and re.search(r"done in \S+: 11 unchanged$", r.stdout, re.M), r.stdout
+    assert [(ops_log(h), len(h.engine_starts())) for h in world.hosts] == before
+
+
+def test_verify_weights_hashes_every_file_again_and_repairs_only_that(world):
+    model_dir = world.outputs("two", "ssh-re1-weights")["model_dir"]
+    size = len(FILES["tokenizer.json"])  # same size, other bytes: a plain up (size check) does not see it
+    world.hosts[0].exec(f"head -c {size} /dev/zero > {model_dir}/tokenizer.json", check=True)
+    assert changes(world.project.inferry("up", "two").stdout) == []
+    r = world.project.inferry("up", "two", "--verify-weights")
+    assert sorted(changes(r.stdout)) == [("updated", "ssh-re1-weights"), ("updated", "ssh-re2-weights")]
+    data = world.hosts[0].path(f"{model_dir}/tokenizer.json").read_bytes()
+    assert hashlib.sha256(data).digest() == hashlib.sha256(FILES["tokenizer.json"]).digest()
+    assert world.outputs("two", "ssh-re1-weights")["fetched"] == 1 and world.outputs("two", "ssh-re2-weights")["fetched"] == 0
+
+
+def test_engine_option_updates_services_one_host_at_a_time(world):
+    world.project.set_deployment("two", world.deployment(max_num_seqs=64))
+    r = world.project.inferry("preview", "two")
+    assert re.search(r"two would change: 2 update, 9 unchanged$", r.stdout, re.M), r.stdout
+    assert sorted(re.findall(r"^  would (\S+) \S+ (\S+)$", r.stdout, re.M)) == [("update", "ssh-re1-service"), ("update", "ssh-re2-service")]
+    starts = [len(h.engine_starts()) for h in world.hosts]
+    poller = Poller([(f"http://{world.hosts[0].address}:8080", API_KEY), (world.replica(0), API_KEY),
+                     (world.replica(1), API_KEY)])
+    poller.start()
+    r = world.project.inferry("up", "two")
+    samples = poller.finish()
+    assert sorted(changes(r.stdout)) == [("updated", "ssh-re1-service"), ("updated", "ssh-re2-service")]
+    new = [h.engine_starts()[n:] for h, n in zip(world.hosts, starts)]
+    assert [len(x) for x in new] == [1, 1] and all("64" in x[0]["argv"] for x in new)
+    # rolling: the second host restarted only after the first one's new engine had started and come up
+    assert new[1][0]["time"] > new[0][0]["time"] + 0.5
+    assert all(s[0] for s in samples), "the load balancer stopped answering"
+    assert all(s[1] or s[2] for s in samples), "both replicas were down at once"
+
+
+def test_refresh_records_drift_and_up_repairs_it(world):
+    svc1, svc2 = (world.outputs("two", f"ssh-{h.name}-service") for h in world.hosts)
+    world.hosts[0].exec(f"kill -TERM -$(cat {svc1['service_dir']}/supervisor.pid)", check=True)
+    edited = svc2["files"][0]["path"]
+    world.hosts[1].exec(f"echo '# edited by hand' >> {edited}", check=True)
+    r = world.project.inferry("refresh", "two")
+    assert "  drift: ssh-re1-service: the engine service is not running\n" in r.stdout, r.stdout
+    assert f"  drift: ssh-re2-service: {edited} changed\n" in r.stdout and r.stdout.count("drift:") == 2
+    world.project.pulumi("refresh", "--yes", "--stack", "two")  # as typed: the same reads, the same state
+    assert world.outputs("two", "ssh-re1-service")["drift"] == ["the engine service is not running"]
+    assert world.outputs("two", "ssh-re2-service")["drift"] == [f"{edited} changed"]
+    assert world.outputs("two", "ssh-re1-weights")["drift"] == []
+    r = world.project.inferry("up", "two")
+    assert sorted(changes(r.stdout)) == [("updated", "ssh-re1-service"), ("updated", "ssh-re2-service")]
+    assert world.hosts[1].path(edited).read_text() == svc2["files"][0]["content"]
+    assert probe.healthy(world.replica(0) + "/v1") and world.outputs("two", "ssh-re1-service")["drift"] == []
+    assert changes(world.project.inferry("up", "two").stdout) == []
+
+
+def test_no_secret_in_state_or_stack_files(world):
+    key_line = max(world.private_key.splitlines(), key=len)
+    canaries = {"api key": API_KEY, "S3 access key": S3_KEYS[0], "S3 secret key": S3_KEYS[1], "SSH key": key_line}
+    shown = world.project.pulumi("stack", "export", "--stack", "two", "--show-secrets").stdout
+    assert all(c in shown for c in (API_KEY, S3_KEYS[1], key_line)), "the canaries are in state, encrypted"
+    texts = {"stack export": world.project.pulumi("stack", "export", "--stack", "two").stdout}
+    for folder in (world.project.state, world.project.folder / "stacks"):
+        texts.update({str(p): p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file()})
+    assert len(texts) > 3
+    leaks = [(what, where) for where, text in texts.items() for what, c in canaries.items() if c in text]
+    assert leaks == []
+    service = world.project.resources("two")["ssh-re1-service"]
+    for secret in ("private_key", "secret_values"):  # secret inputs are ciphertext in state
+        assert set(service["inputs"][secret]) == {"4dabf18193072939515e22adb298388d", "ciphertext"}
+
+
+def test_host_down_mid_up_names_it_and_the_next_up_finishes_the_rest(world):
+    world.project.set_deployment("two", world.deployment(max_num_seqs=32))
+    world.hosts[1].stop_sshd()
+    try:
+        r = world.project.inferry("up", "two", check=False)
+    finally:
+        world.hosts[1].start_sshd()
+    assert r.returncode == 1
+    assert "host re2" in r.stderr and "ssh-re2-service" in r.stderr, r.stderr
+    assert "Traceback" not in r.stdout + r.stderr
+    assert ("updated", "ssh-re1-service") in changes(r.stdout)  # done, and recorded in state
+    assert "32" in world.hosts[0].engine_starts()[-1]["argv"] and "32" not in world.hosts[1].engine_starts()[-1]["argv"]
+    first = ops_log(world.hosts[0])
+    r = world.project.inferry("up", "two")
+    assert changes(r.stdout) == [("updated", "ssh-re2-service")]
+    assert ops_log(world.hosts[0]) == first and "32" in world.hosts[1].engine_starts()[-1]["argv"]
+
+
+def test_outputs_are_the_stacks(world):
+    r = world.project.inferry("outputs", "two", "--json")
+    assert f"http://{world.hosts[0].address}:8080/v1" in r.stdout
+    plain = world.project.pulumi("stack", "output", "endpoint", "--stack", "two").stdout.strip()
+    assert plain == f"http://{world.hosts[0].address}:8080/v1"
+
+
+def test_destroy_removes_in_dependency_order_and_again_is_a_noop(world):
+    svc = world.outputs("two", "ssh-re1-service")
+    model_dir = world.outputs("two", "ssh-re1-weights")["model_dir"]
+    r = world.project.pulumi("destroy", "--yes", "--stack", "two")
+    order = re.findall(r"(ssh-\S+|weights-bucket) deleted", r.stdout)
+    assert order.index("ssh-lb") < order.index("ssh-re2-service") < order.index("ssh-re1-service")
+    assert max(order.index(f"ssh-{h.name}-service") for h in world.hosts) < min(
+        order.index(f"ssh-{h.name}-weights") for h in world.hosts)
+    assert max(order.index(f"ssh-{h.name}-weights") for h in world.hosts) < min(
+        order.index(f"ssh-{h.name}-host") for h in world.hosts)
+    for i, h in enumerate(world.hosts):
+        assert probe.get(world.replica(i) + "/health", 2)[0] != 200
+        assert not h.path(svc["service_dir"]).exists()
+        assert h.path(f"{model_dir}/config.json").exists()  # weights stay in the host's cache (docs/ssh.md)
+    assert (world.server.root / BUCKET / PREFIX).is_dir()  # a bucket inferry did not create stays, with its objects
+    assert world.project.resources("two") == {}
+    again = world.project.pulumi("destroy", "--yes", "--stack", "two")
+    assert not re.search(r"^\s+- \d+ deleted", again.stdout, re.M) and " deleted (" not in again.stdout
+
+
+def test_infeasible_stack_fails_preview_with_the_plans_reason(world):
+    d = copy.deepcopy(world.deployment())
+    d["model"] = {"name": "llama-3.1-405b-instruct", "weights": f"s3://{BUCKET}/llama-3.1-405b-instruct"}
+    world.project.write_stack("big", d, {"sshPrivateKey": world.private_key, "apiKey": API_KEY,
+                                         "s3AccessKey": S3_KEYS[0], "s3SecretKey": S3_KEYS[1]})
+    r = world.project.inferry("preview", "big", check=False)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.count("exceed the 125.91 GiB the engine may use on a H200") == 1, r.stderr
+    assert "fix: set engine.tensor_parallel_size: 8" in r.stderr
+    assert "Traceback" not in r.stdout + r.stderr
+    assert world.project.resources("big") == {}

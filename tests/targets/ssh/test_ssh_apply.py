@@ -1,0 +1,111 @@
+"""The SSH target on real OpenSSH test hosts: first apply, no-op re-apply, a changed option, the load balancer."""
+from __future__ import annotations
+
+import hashlib
+import urllib.error
+import urllib.request
+
+import openai
+import pytest
+
+from tests.support.ssh_env import API_KEY, FILES, MODEL, apply, deployment, ops_log, plan_for, secrets, weights_store  # noqa: F401
+from infra.targets.ssh import apply as ssh_apply
+
+
+def chat(endpoint: str, key: str = API_KEY) -> str:
+    """One chat completion through the openai client."""
+    client = openai.OpenAI(base_url=endpoint, api_key=key, max_retries=0, timeout=10)
+    r = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hello"}], max_tokens=8)
+    return r.choices[0].message.content
+
+
+def cached_weights(host) -> dict[str, str]:
+    """{file: sha256} of the model folder in the host's weights cache."""
+    out = host.exec("cd /var/lib/inferry/weights/llama-3.1-8b-instruct && sha256sum *").stdout
+    return {ln.split()[1]: ln.split()[0] for ln in out.splitlines()}
+
+
+@pytest.fixture(scope="module")
+def fleet(host_network, weights_store):
+    """Two replicas and a load balancer on the first, applied once for the module's tests."""
+    hosts = [host_network.add_host(f"rep{i}") for i in range(2)]
+    d = deployment(hosts, weights_store, load_balancer={"host": hosts[0].name, "port": 8080})
+    first = apply(d, hosts, weights_store)
+    yield hosts, d, first, weights_store
+    ssh_apply.destroy(plan_for(d), secrets(hosts, weights_store))
+    for h in hosts:
+        host_network.remove_host(h)
+
+
+def test_first_apply_serves_every_host_with_the_key(fleet):
+    hosts, d, first, _ = fleet
+    assert first.endpoints == [f"http://{h.address}:8000/v1" for h in hosts]
+    assert first.endpoint == f"http://{hosts[0].address}:8080/v1"
+    for ep in first.endpoints + [first.endpoint]:
+        assert chat(ep)
+        with pytest.raises(openai.AuthenticationError):
+            chat(ep, key="wrong-key")
+        with pytest.raises(urllib.error.HTTPError) as no_key:
+            urllib.request.urlopen(f"{ep}/models", timeout=10)
+        assert no_key.value.code == 401
+    for h in hosts:  # weights fetched and verified, env file private, one restart
+        assert cached_weights(h) == {rel: hashlib.sha256(data).hexdigest() for rel, data in FILES.items()}
+        assert h.exec("stat -c %a /etc/inferry/inferry.env").stdout == "600\n"
+        assert API_KEY not in h.exec("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '").stdout
+        assert sum(1 for ln in ops_log(h) if ln.endswith(" restart")) == 1
+    assert first.count("restarts") == 3 and first.count("writes") > 10
+
+
+def test_second_apply_changes_nothing(fleet):
+    hosts, d, _, store = fleet
+    before = [ops_log(h) for h in hosts]
+    mtimes = [managed_mtimes(h) for h in hosts]
+    assert all("/etc/inferry/run-engine.sh" in m for m in mtimes)
+    again = apply(d, hosts, store)
+    assert (again.count("writes"), again.count("restarts")) == (0, 0)
+    assert [ops_log(h) for h in hosts] == before
+    assert [managed_mtimes(h) for h in hosts] == mtimes
+
+
+def managed_mtimes(host) -> str:
+    """Modification times of every file inferry manages on the host (not the engine's own log)."""
+    return host.exec("find /etc/inferry /var/lib/inferry -type f ! -name '*.log*' -printf '%p %T@\\n' | sort").stdout
+
+
+def test_changed_engine_option_restarts_only_the_engine(fleet):
+    hosts, d, _, store = fleet
+    changed = deployment(hosts, store, engine={"max_num_seqs": 64}, load_balancer={"host": hosts[0].name, "port": 8080})
+    res = apply(changed, hosts, store)
+    for h in res.hosts:
+        assert h.outputs["service"]["changed"] == ["/etc/inferry/run-engine.sh"]
+        assert h.outputs["service"]["restarts"] == 1
+        assert h.outputs["weights"]["writes"] == 0 and h.outputs["weights"]["fetched"] == 0
+    assert res.lb["restarts"] == 0 and res.lb["writes"] == 0
+    assert "--max-num-seqs 64" in hosts[1].exec("cat /etc/inferry/run-engine.sh").stdout
+    assert chat(res.endpoint)
+
+
+def test_a_sudo_user_instead_of_root(make_hosts, weights_store):
+    (h,) = make_hosts(1)
+    h.exec("useradd -m -s /bin/sh -p '*' ubuntu && echo 'ubuntu ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/ubuntu", check=True)
+    d = deployment([h], weights_store, user="ubuntu")
+    first = apply(d, [h], weights_store)
+    assert chat(first.endpoint)
+    assert h.exec("stat -c '%U %a' /etc/inferry/inferry.env").stdout == "root 600\n"
+    assert h.exec("ls /tmp | grep -c inferry").stdout.strip() == "0"  # staged uploads are removed
+    assert apply(d, [h], weights_store).count("writes") == 0
+
+
+def test_every_file_is_private_from_its_first_byte(make_hosts, weights_store):
+    (h,) = make_hosts(1)
+    # Files are written by `cat > TMP` under umask 077: a `cat` first on the host's PATH records the mode of its
+    # output file the moment it runs, before a byte is written, then hands over to the real cat.
+    h.install("cat", 'o=$(readlink /proc/$$/fd/1); case "$o" in /*) stat -c "%a $o" "$o" >> /tmp/created ;; esac; '
+                     'exec /usr/bin/cat "$@"')
+    apply(deployment([h], weights_store), [h], weights_store)
+    created = h.exec("/usr/bin/cat /tmp/created").stdout.splitlines()
+    env = [line for line in created if "/etc/inferry/inferry.env.inferry-" in line]
+    assert len(env) == 1 and len(created) >= 4, created
+    assert all(line.startswith("600 ") for line in created), created
+    modes = h.exec("stat -c '%a %n' /etc/inferry/inferry.env /etc/inferry/run-engine.sh").stdout.split()
+    assert modes == ["600", "/etc/inferry/inferry.env", "755", "/etc/inferry/run-engine.sh"]

@@ -1,0 +1,73 @@
+"""The SshTarget component under Pulumi's mocks: one child per step and host, secrets only as secret inputs."""
+from __future__ import annotations
+
+import json
+import runpy
+
+import pulumi
+
+from tests.conftest import ROOT
+from tests.support.harness import SECRET_SIG, RecordingMocks, run, stack_config
+
+STACK = ROOT / "stacks" / "Pulumi.eu-ssh.yaml"
+STEP = "pulumi-python:dynamic/inferry:Ssh"
+SECRET_INPUTS = {"private_key", "access_key_id", "secret_access_key", "secret_values", "api_key"}
+
+
+def endpoints(args: pulumi.runtime.MockResourceArgs) -> dict:
+    """What the providers would output: an endpoint per service and for the load balancer."""
+    if args.typ in (STEP + "Service", STEP + "LoadBalancer"):
+        spec_port = args.inputs.get("spec", {}).get("port", args.inputs.get("port"))
+        return {"endpoint": f"http://{args.inputs['conn']['address']}:{int(spec_port)}/v1"}
+    return {}
+
+
+def _run_eu_ssh(rollout: str | None = None) -> tuple[RecordingMocks, dict, dict[str, str], dict[str, list[str]]]:
+    """(mocks, exports, parent by name, depends_on names by name) of the eu-ssh program."""
+    parents: dict[str, str] = {}
+    after: dict[str, list[str]] = {}
+
+    def record(args: pulumi.ResourceTransformationArgs):
+        parents[args.name] = args.opts.parent._name if args.opts and args.opts.parent else None
+        after[args.name] = sorted(r._name for r in (args.opts.depends_on or []) if isinstance(r, pulumi.Resource))
+        return None
+
+    def program():
+        pulumi.runtime.register_stack_transformation(record)
+        runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+
+    config, secret = stack_config(STACK)
+    if rollout:
+        doc = json.loads(config["inferry:deployment"])
+        doc["target"]["rollout"] = rollout
+        config["inferry:deployment"] = json.dumps(doc)
+    mocks, exports = run(program, config, secret, "eu-ssh", RecordingMocks(outputs_for=endpoints))
+    return mocks, exports, parents, after
+
+
+def test_services_roll_one_host_after_another_unless_parallel():
+    *_, after = _run_eu_ssh()
+    services = sorted(n for n in after if n.endswith("-service"))
+    assert len(services) == 2 and services[0] in after[services[1]]
+    assert not any(s in after[services[0]] for s in services)
+    *_, after = _run_eu_ssh("parallel")
+    assert not any(s in after[t] for s in services for t in services)
+
+
+def test_eu_ssh_stack_builds_every_step_under_the_component():
+    mocks, exports, parents, _ = _run_eu_ssh()
+    steps = [r for r in mocks.resources if r.type.startswith(STEP)]
+    kinds = sorted(r.type.removeprefix(STEP[:-3]) for r in steps)
+    assert kinds == ["SshHost"] * 2 + ["SshLoadBalancer"] + ["SshService"] * 2 + ["SshWeights"] * 2
+    assert {parents[r.name] for r in steps} == {"ssh"}
+    assert exports["endpoint"] == "http://203.0.113.10:8080/v1"
+    assert exports["endpoints"] == ["http://203.0.113.10:8000/v1", "http://203.0.113.11:8000/v1"]
+    for r in steps:
+        for k in SECRET_INPUTS & set(r.inputs):
+            assert isinstance(r.inputs[k], dict) and r.inputs[k].get(SECRET_SIG), (r.name, k)
+        plain = json.dumps({k: v for k, v in r.inputs.items() if k not in SECRET_INPUTS and k != "__provider"})
+        assert "test-secret-" not in plain, r.name
+    svc = next(r for r in steps if r.type.endswith("SshService"))
+    paths = {f["path"] for f in svc.inputs["files"]}
+    assert "/etc/inferry/compose.yaml" in paths
+    assert svc.inputs["runtime"] == "docker" and svc.inputs["private_key_ref"] == {"config": "sshPrivateKey"}

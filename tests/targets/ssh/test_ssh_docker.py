@@ -1,0 +1,195 @@
+"""runtime: docker, the default, for real: each test host runs its own Docker engine (tests/support/hosts/docker.py)
+and the rendered compose file runs unchanged on the stand-in engine image. What is checked is read from Docker
+itself (`docker inspect`, `docker ps`), not from inferry's reports. The tests of the pair run in order.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from infra.errors import RemoteError
+from infra.lifecycle import probe
+from infra.targets.ssh import apply as ssh_apply
+from infra.targets.ssh import pool
+from infra.targets.ssh.status import host_lines
+from tests.support.ssh_env import API_KEY, MODEL, apply, deployment, ops_log, plan_for, secrets, weights_store  # noqa: F401
+
+IMAGE = "vllm/vllm-openai:v0.33.0"
+
+
+@pytest.fixture(autouse=True)
+def fresh_sessions():
+    pool.close_all()
+    yield
+    pool.close_all()
+
+
+def container(host, service: str = "engine") -> dict:
+    """`docker inspect` of the compose service's container on the host ({} when there is none)."""
+    cid = host.exec(f"docker ps -aq --filter label=com.docker.compose.service={service}").stdout.split()
+    if not cid:
+        return {}
+    return json.loads(host.exec(f"docker inspect {cid[0]}", check=True).stdout)[0]
+
+
+def started(host) -> tuple[str, str]:
+    """(container id, start time) of the host's engine."""
+    c = container(host)
+    return c["Id"], c["State"]["StartedAt"]
+
+
+class Pair:
+    """Two hosts with their own Docker engine, a load balancer on the first, the session's store."""
+
+    def __init__(self, hosts, store):
+        self.hosts, self.store = hosts, store
+
+    def deployment(self, engine: dict | None = None, **target):
+        return deployment(self.hosts, self.store, engine=engine, runtime="docker",
+                          load_balancer={"host": self.hosts[0].name, "port": 8080}, **target)
+
+    def apply(self, engine: dict | None = None, **target):
+        return apply(self.deployment(engine, **target), self.hosts, self.store)
+
+
+@pytest.fixture(scope="module")
+def pair(host_network, weights_store):
+    p = Pair(host_network.add_hosts(["dk1", "dk2"], docker=True), weights_store)
+    for h in p.hosts:
+        h.set_standin(startup_s=0.5)
+    p.first = p.apply()
+    yield p
+    ssh_apply.destroy(plan_for(p.deployment()), secrets(p.hosts, weights_store))
+    for h in p.hosts:
+        host_network.remove_host(h)
+
+
+def test_a_docker_host_gives_containers_its_gpus(pair):
+    out = pair.hosts[0].exec(f"docker run --rm --gpus all {IMAGE} nvidia-smi -L", check=True).stdout
+    assert out.startswith("GPU 0: NVIDIA H200")
+
+
+def test_first_apply_runs_the_rendered_container(pair):
+    spec = plan_for(pair.deployment()).hosts[0].service.spec
+    for h in pair.hosts:
+        c = container(h)
+        assert c["Config"]["Image"] == IMAGE and c["State"]["Running"]
+        assert [c["Path"], *c["Args"]] == ["vllm", "serve", *spec["args"]]
+        assert f"VLLM_API_KEY={API_KEY}" in c["Config"]["Env"]  # from the rendered env file
+        assert c["HostConfig"]["PortBindings"] == {"8000/tcp": [{"HostIp": "", "HostPort": "8000"}]}
+        assert c["HostConfig"]["IpcMode"] == "host" and c["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"
+        assert c["HostConfig"]["DeviceRequests"][0]["Driver"] == "nvidia"
+        (weights,) = [m for m in c["Mounts"] if m["Source"].startswith("/var/lib/inferry/weights")]
+        assert weights["RW"] is False
+    lb = f"http://{pair.hosts[0].address}:8080/v1"
+    assert pair.first.endpoint == lb and probe.chat_check(lb, API_KEY, MODEL)
+    assert probe.get(f"http://{pair.hosts[1].address}:8000/v1/models", 3, None)[0] == 401
+
+
+def test_second_apply_keeps_the_same_containers(pair):
+    before = [(started(h), ops_log(h)) for h in pair.hosts]
+    again = pair.apply()
+    assert again.count("writes") == 0 and again.count("restarts") == 0
+    assert [(started(h), ops_log(h)) for h in pair.hosts] == before
+
+
+def test_an_engine_option_recreates_the_containers_one_host_at_a_time(pair):
+    before = [started(h) for h in pair.hosts]
+    pair.apply({"max_num_seqs": 64})
+    after = [container(h) for h in pair.hosts]
+    assert all(a["Id"] != b[0] for a, b in zip(after, before))
+    assert all("64" in a["Args"] for a in after)
+    first, second = (a["State"]["StartedAt"] for a in after)
+    assert second > first  # rolling: the second host's container started after the first one's
+
+
+def test_a_bad_option_is_rolled_back_to_the_previous_container(pair):
+    h = pair.hosts[0]
+    good = container(h)["Args"]
+    with pytest.raises(RemoteError) as e:  # the stand-in refuses it as vLLM's parser does: the engine exits
+        pair.apply({"max_num_seqs": 64, "extra_args": ["--no-such-flag"]}, health_timeout_s=5)
+    text = e.value.render()
+    assert f"host {h.name}: the engine did not become healthy within 5s" in text
+    assert "vllm serve: error: unknown option --no-such-flag" in text, text
+    assert "the previous configuration was restored and is serving again" in text
+    assert container(h)["Args"] == good and container(h)["State"]["Running"]
+    assert probe.healthy(f"http://{h.address}:8000/v1")
+    assert "--no-such-flag" not in container(pair.hosts[1])["Args"]  # the rolling update stopped at the first
+
+
+def test_a_crashed_engine_is_brought_back_by_docker(pair):
+    h = pair.hosts[1]
+    c = container(h)
+    h.exec(f"kill -KILL {c['State']['Pid']}", check=True)  # the engine process dies, as on an engine crash
+    deadline = time.monotonic() + 30
+    while not (container(h)["RestartCount"] >= 1 and probe.healthy(f"http://{h.address}:8000/v1")):
+        assert time.monotonic() < deadline, container(h)["State"]
+        time.sleep(0.2)
+    assert container(h)["Id"] == c["Id"]  # the same container, restarted by Docker's restart policy
+    lines = host_lines(pair.deployment(), secrets(pair.hosts, pair.store)["target.private_key"])
+    assert lines[1].startswith(f"host {h.name}: engine running since ") and lines[1].endswith(
+        "restarted 1 time since the last apply"), lines
+    assert lines[0].endswith("restarted 0 times since the last apply"), lines
+
+
+def test_a_missing_image_changes_nothing(pair):
+    before = [(started(h), h.exec("cat /etc/inferry/compose.yaml").stdout) for h in pair.hosts]
+    with pytest.raises(RemoteError) as e:
+        pair.apply({"max_num_seqs": 64, "image": "registry.invalid/vllm-openai:nope"})
+    text = e.value.render()
+    assert "image registry.invalid/vllm-openai:nope (engine.image) is not on the host and could not be pulled" in text
+    assert "nothing was changed on the host" in text and "docker load" in text
+    assert [(started(h), h.exec("cat /etc/inferry/compose.yaml").stdout) for h in pair.hosts] == before
+
+
+def test_destroy_removes_containers_and_files_and_keeps_the_weights(pair, host_network):
+    extra = host_network.add_host("dk3", docker=True)
+    try:
+        d = deployment([extra], pair.store, runtime="docker")
+        apply(d, [extra], pair.store)
+        assert container(extra)["State"]["Running"]
+        ssh_apply.destroy(plan_for(d), secrets([extra], pair.store))
+        assert container(extra) == {} and extra.exec("ls -A /etc/inferry 2>/dev/null").stdout == ""
+        assert extra.exec("ls /var/lib/inferry/weights/llama-3.1-8b-instruct").stdout.strip()
+        assert extra.exec("docker images -q " + IMAGE).stdout.strip()  # the image stays for the next apply
+    finally:
+        host_network.remove_host(extra)
+
+
+def test_tensorrt_llm_serves_behind_its_auth_proxy(host_network, weights_store):
+    (h,) = host_network.add_hosts(["dkt"], docker=True)
+    try:
+        d = deployment([h], weights_store, engine={"kind": "tensorrt-llm"}, runtime="docker")
+        out = apply(d, [h], weights_store)
+        proxy = container(h, "auth-proxy")
+        assert proxy["Config"]["Image"] == "nginx:1.27-alpine" and proxy["HostConfig"]["NetworkMode"] == "host"
+        assert container(h)["Path"] == "trtllm-serve"
+        assert probe.chat_check(out.endpoint, API_KEY, MODEL)
+        assert probe.get(out.endpoint + "/models", 3, None)[0] == 401
+        assert probe.get(out.endpoint + "/models", 3, "sk-wrong")[0] == 401
+    finally:
+        host_network.remove_host(h)
+
+
+def test_preflight_names_what_docker_lacks(host_network, weights_store):
+    (h,) = host_network.add_hosts(["dkp"], docker=True)
+    try:
+        d = deployment([h], weights_store, runtime="docker")
+        h.exec("rm /usr/local/bin/nvidia-container-runtime-hook /usr/local/lib/docker/cli-plugins/docker-compose; "
+               "kill $(cat /run/dockerd.pid)", check=True)
+        deadline = time.monotonic() + 20
+        while h.exec("docker version").returncode == 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        with pytest.raises(RemoteError) as e:
+            apply(d, [h], weights_store)
+        text = e.value.render()
+        assert f"host {h.name}: preflight failed" in text
+        assert "the Docker daemon does not answer (Cannot connect to the Docker daemon" in text
+        assert "Docker Compose v2 (`docker compose`) is missing" in text
+        assert "Docker cannot give containers GPUs: the NVIDIA Container Toolkit" in text
+        assert h.exec("ls -A /etc/inferry 2>/dev/null").stdout == ""
+    finally:
+        host_network.remove_host(h)

@@ -1,0 +1,58 @@
+"""Planning an SSH target from a stack: files per runtime, docker commands, validate checks."""
+from __future__ import annotations
+
+import pytest
+
+from infra.errors import ConfigError
+from infra.stack.stackfile import load_stack
+from infra.targets.ssh.checks import ssh_checks
+from infra.targets.ssh.plan import plan_deployment
+
+
+@pytest.fixture(scope="module")
+def eu_ssh():
+    return load_stack("eu-ssh").deployment
+
+
+def test_docker_runtime_puts_the_compose_file(eu_ssh):
+    p = plan_deployment(eu_ssh)
+    assert [h.label for h in p.hosts] == ["gpu-mad-1", "gpu-mad-2"] and p.max_parallel == 8
+    svc = p.hosts[0].service
+    paths = sorted(f.path for f in svc.files)
+    assert "/etc/inferry/compose.yaml" in paths and all(x.startswith("/etc/inferry/") for x in paths)
+    assert not any(f.path.endswith("run-engine.sh") for f in svc.files)
+    (w,) = p.hosts[0].weights
+    assert (w.model_dir, w.store.bucket, w.store.prefix) == (
+        "/var/lib/inferry/weights/llama-3.1-8b-instruct", "inferry-weights", "llama-3.1-8b-instruct")
+    assert p.lb.upstreams == ("203.0.113.10:8000", "203.0.113.11:8000") and p.lb.conn.address == "203.0.113.10"
+    assert p.secret_fields == ("serving.api_key",)
+
+
+def with_target(d, **kw):
+    return d.model_copy(update={"target": d.target.model_copy(update=kw)})
+
+
+def test_checks_name_the_field(eu_ssh):
+    assert ssh_checks(eu_ssh) == []
+    lb = eu_ssh.target.load_balancer.model_copy(update={"port": 8000})
+    (p,) = ssh_checks(with_target(eu_ssh, load_balancer=lb))
+    assert p.path == "target.load_balancer.port" and p.severity == "error"
+    (w,) = ssh_checks(with_target(eu_ssh, runtime="process"))
+    assert w.path == "target.install_docker" and w.severity == "warning"
+
+
+def test_plan_refuses_a_port_clash(eu_ssh):
+    lb = eu_ssh.target.load_balancer.model_copy(update={"port": 8000})
+    with pytest.raises(ConfigError) as e:
+        plan_deployment(with_target(eu_ssh, load_balancer=lb))
+    assert e.value.paths == ["target.load_balancer.port"]
+
+
+def test_a_draft_model_in_the_store_is_fetched_too(eu_ssh):
+    spec = {"method": "eagle3", "num_speculative_tokens": 3, "model": "s3://inferry-weights/eagle3-llama-3.1-8b"}
+    raw = eu_ssh.model_dump(exclude_none=True)
+    d = type(eu_ssh).model_validate({**raw, "engine": {**raw["engine"], "speculative": spec}})
+    model, draft = plan_deployment(d).hosts[1].weights
+    assert (draft.store.bucket, draft.store.prefix, draft.model_dir) == (
+        "inferry-weights", "eagle3-llama-3.1-8b", "/var/lib/inferry/weights/eagle3-llama-3.1-8b")
+    assert model.trt_build is False and draft.conn.name == "gpu-mad-2"
