@@ -39,7 +39,8 @@ def test_bounded_parallelism_and_failures_by_name(monkeypatch, rollout):
     monkeypatch.setattr(providers, "ensure_host", host_step)
     monkeypatch.setattr(providers, "presigned", lambda *a, **k: [])
     monkeypatch.setattr(providers, "ensure_weights", lambda a, k, e, **kw: WeightsReport(a.model_dir, "d", 0, 0, 0, 0))
-    monkeypatch.setattr(providers, "ensure_service", lambda a, k, s: ServiceReport(a.endpoint, [], False, 0, 0))
+    monkeypatch.setattr(providers, "ensure_service", lambda a, k, s, r=None: ServiceReport(a.endpoint, [], False, 0, 0))
+    monkeypatch.setattr(ssh_apply, "check_service", lambda a, k, s: SimpleNamespace(restarts_serving=False))
     with pytest.raises(RemoteError) as e:
         ssh_apply.apply(plan_for(d), {"target.private_key": "k", "serving.api_key": "a",
                                       "storage.access_key_id": "ak", "storage.secret_access_key": "sk"})

@@ -12,6 +12,7 @@ from infra.engines.spec import ServiceSpec
 from infra.targets.ssh.args import props_of
 from infra.targets.ssh.plan import plan as make_plan
 from infra.targets.ssh.providers import HostProvider, LoadBalancerProvider, ServiceProvider, WeightsProvider
+from infra.targets.ssh.rollout import ROLLING
 
 PRIVATE_KEY, API_KEY = "target.private_key", "serving.api_key"
 
@@ -74,7 +75,9 @@ class SshTarget(pulumi.ComponentResource):
         super().__init__("inferry:ssh:Target", name, None, opts)
         plan = make_plan(args.deployment, args.spec)
         sec = args.secrets
-        common = {"private_key": sec[PRIVATE_KEY], "max_parallel": plan.max_parallel,
+        # Rolling is coordinated in the provider process (rollout.py), not by a chain of hosts: every host is
+        # read, checked and first started at once, and only a serving engine about to restart waits its turn.
+        common = {"private_key": sec[PRIVATE_KEY], "max_parallel": plan.max_parallel, ROLLING: plan.rolling,
                   "private_key_ref": args.deployment.target.private_key.model_dump(exclude_none=True)}
         secret_values = pulumi.Output.secret(pulumi.Output.all(**{f: sec[f] for f in plan.secret_fields}))
         services = []
@@ -91,8 +94,6 @@ class SshTarget(pulumi.ComponentResource):
             digests = [w.manifest_sha256 for w in after[1:]]
             svc["depends"] = pulumi.Output.all(*digests).apply(_joined) if digests else ""
             svc.update(common, secret_values=secret_values)
-            if plan.rolling and services:  # Pulumi changes a service only after the previous one succeeded
-                after.append(services[-1])
             services.append(ServiceStep(f"{base}-service", svc, pulumi.ResourceOptions(parent=self, depends_on=after)))
         self.endpoints = pulumi.Output.all(*[s.endpoint for s in services])
         self.endpoint = self.endpoints.apply(lambda e: e[0] if e else "")

@@ -14,6 +14,7 @@ from infra.errors import reported
 from infra.targets.ssh import args as A
 from infra.targets.ssh.host import ensure_host
 from infra.targets.ssh.lb import ensure_lb, lb_drift, remove_lb
+from infra.targets.ssh.rollout import ROLLING, ROLLOUT
 from infra.targets.ssh.service import ensure_service, remove_service, service_drift
 from infra.targets.ssh.weights import ensure_weights, presigned, remove_weights, weights_drift
 
@@ -105,8 +106,13 @@ class _Step(ResourceProvider, ABC):
         return ReadResult(id_, {**props, "drift": drift, "fingerprint": fp})
 
     def _run(self, props: dict) -> dict:
-        with _slot(int(props.get("max_parallel", 8))):
-            report = self._apply(props)
+        try:
+            with _slot(int(props.get("max_parallel", 8))):
+                report = self._apply(props)
+        except BaseException:
+            if props.get(ROLLING):  # as Pulumi stops at a failed step: no serving engine restarts after it
+                ROLLOUT.stop(A.Conn.from_dict(props["conn"]).label)
+            raise
         keep = {k: v for k, v in props.items() if k not in SECRETS and not k.startswith("__")}
         return {**keep, **report, "drift": [], "fingerprint": fingerprint(props)}
 
@@ -172,7 +178,9 @@ class ServiceProvider(_Step):
     """Service files, restart when needed, health gate; outputs the endpoint."""
 
     def _apply(self, props: dict) -> dict:
-        r = ensure_service(A.service_args(props), props["private_key"], dict(props.get("secret_values") or {}))
+        rollout = ROLLOUT if props.get(ROLLING) else None
+        r = ensure_service(A.service_args(props), props["private_key"], dict(props.get("secret_values") or {}),
+                           rollout)
         return A.asdict(r)
 
     def _remove(self, props: dict, key: str) -> None:
