@@ -106,7 +106,7 @@ def bench(network, server, tmp: Path, n: int, repeat: int) -> dict[str, list[flo
     hosts = network.add_hosts([f"s{n}x{i}" for i in range(n)])
     try:
         for h in hosts:
-            h.exec(f"mkdir -p {WEIGHTS} {CACHE}/{MODEL} && echo '{{}}' > {WEIGHTS}/config.json", check=True)
+            h.exec(f"mkdir -p {CACHE}/{MODEL} && echo '{{}}' > {CACHE}/{MODEL}/config.json", check=True)
         project, name = Project(tmp / f"project-{n}"), f"bench{n}"
         project.write_stack(name, deployment(hosts, server), {"sshPrivateKey": network.client_key_text,
                                                               "apiKey": API_KEY, "s3AccessKey": KEYS[0],

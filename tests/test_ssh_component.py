@@ -46,14 +46,14 @@ def _run_eu_ssh(rollout: str | None = None) -> tuple[RecordingMocks, dict, dict[
 
 
 def test_no_chain_of_hosts_the_rollout_travels_with_every_step():
-    """Rolling is taken in turns inside the provider process (rollout.py), so no service waits on another's step:
+    """Rolling restarts take turns inside the provider process (rollout.py); no service waits on another's step:
     a no-op's checks and a first create's starts run on every host at once."""
     for rollout, rolling in ((None, True), ("parallel", False)):
         mocks, _, _, after = _run_eu_ssh(rollout)
         services = sorted(n for n in after if n.endswith("-service"))
         assert len(services) == 2 and not any(s in after[t] for s in services for t in services)
-        steps = [r for r in mocks.resources if r.type.startswith(STEP)]
-        assert {r.inputs["__rolling"] for r in steps} == {rolling}, rollout
+        steps = [r for r in mocks.resources if r.type.endswith("SshService")]
+        assert len(steps) == 2 and {r.inputs["__rolling"] for r in steps} == {rolling}, rollout
 
 
 def test_eu_ssh_stack_builds_every_step_under_the_component():

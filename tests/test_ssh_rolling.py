@@ -2,12 +2,18 @@
 and only a host that differs restarts. Witnessed on the hosts: their own curl records and engine start records."""
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
+from infra.errors import RemoteError
 from infra.targets.ssh import apply as ssh_apply
-from infra.targets.ssh import pool
+from infra.targets.ssh import pool, providers
+from infra.targets.ssh.rollout import ROLLING, Rollout
+from infra.targets.ssh.session import Session
 from tests.ssh_barrier import HealthBarrier
 from tests.ssh_env import apply, deployment, ops_log, plan_for, secrets, weights_store  # noqa: F401
+from tests.test_ssh_apply import chat
 
 LAUNCHER = "/etc/inferry/run-engine.sh"
 
@@ -75,3 +81,46 @@ def test_only_the_host_that_differs_restarts(four):
     assert [a != b for a, b in zip(after, before)] == [False, False, True, False]
     assert "# edited by hand" not in hosts[2].exec(f"cat {LAUNCHER}").stdout
     assert out.count("restarts") == 1
+
+
+def test_under_pulumi_a_failed_turn_ends_the_rollout_and_every_other_replica_keeps_serving(four, monkeypatch):
+    """The providers as Pulumi's plugin runs them (every host's update at once, `__rolling` set): one serving
+    engine restarts at a time; the first that fails is rolled back and no other engine is touched."""
+    hosts, d, store = four
+    monkeypatch.setattr(providers, "ROLLOUT", Rollout())  # one per `pulumi up`: the plugin is one process each
+    pool.close_all()
+    bad = plan_for(deployment(hosts, store, engine={"max_num_seqs": 64}))
+    keys = secrets(hosts, store)
+    props = [{**ssh_apply._service_props(hp, ssh_apply._prepare_host(hp, bad, keys), bad, keys), ROLLING: True}
+             for hp in bad.hosts]
+    before = [len(h.engine_starts()) for h in hosts]
+    by_label = {h.name: h for h in hosts}
+    for h in hosts:
+        h.set_standin(never_healthy=True)  # the next engine started anywhere never becomes healthy
+    real_run = Session.run
+
+    def run(self, cmd, step, **kw):
+        if step == "restore the previous service files":
+            by_label[self.conn.label].set_standin(startup_s=0.5)  # the restored engine comes up again
+        return real_run(self, cmd, step, **kw)
+
+    monkeypatch.setattr(Session, "run", run)
+
+    def update(p: dict):
+        try:
+            return providers.ServiceProvider().update("id", {}, p)
+        except RemoteError as e:
+            return e
+
+    with ThreadPoolExecutor(len(hosts)) as ex:
+        results = list(ex.map(update, props))
+    monkeypatch.setattr(Session, "run", real_run)
+    for h in hosts:
+        h.set_standin(startup_s=0.5)
+    new = [len(h.engine_starts()) - n for h, n in zip(hosts, before)]
+    assert sorted(new) == [0, 0, 0, 2]  # one host: the bad engine, then the restored one; the others untouched
+    failed = hosts[new.index(2)].name
+    texts = [r.render() for r in results]
+    assert "the previous configuration was restored and is serving again" in texts[new.index(2)]
+    assert sum(f"engine not changed: the rolling update stopped at host {failed}" in t for t in texts) == 3
+    assert all(chat(f"http://{h.address}:8000/v1") for h in hosts)

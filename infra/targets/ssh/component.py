@@ -75,9 +75,7 @@ class SshTarget(pulumi.ComponentResource):
         super().__init__("inferry:ssh:Target", name, None, opts)
         plan = make_plan(args.deployment, args.spec)
         sec = args.secrets
-        # Rolling is coordinated in the provider process (rollout.py), not by a chain of hosts: every host is
-        # read, checked and first started at once, and only a serving engine about to restart waits its turn.
-        common = {"private_key": sec[PRIVATE_KEY], "max_parallel": plan.max_parallel, ROLLING: plan.rolling,
+        common = {"private_key": sec[PRIVATE_KEY], "max_parallel": plan.max_parallel,
                   "private_key_ref": args.deployment.target.private_key.model_dump(exclude_none=True)}
         secret_values = pulumi.Output.secret(pulumi.Output.all(**{f: sec[f] for f in plan.secret_fields}))
         services = []
@@ -94,6 +92,9 @@ class SshTarget(pulumi.ComponentResource):
             digests = [w.manifest_sha256 for w in after[1:]]
             svc["depends"] = pulumi.Output.all(*digests).apply(_joined) if digests else ""
             svc.update(common, secret_values=secret_values)
+            # Rolling is coordinated in the provider process (rollout.py), not by a chain of hosts: every host is
+            # read, checked and first started at once, and only a serving engine about to restart waits its turn.
+            svc[ROLLING] = plan.rolling
             services.append(ServiceStep(f"{base}-service", svc, pulumi.ResourceOptions(parent=self, depends_on=after)))
         self.endpoints = pulumi.Output.all(*[s.endpoint for s in services])
         self.endpoint = self.endpoints.apply(lambda e: e[0] if e else "")

@@ -1,9 +1,11 @@
-"""Rolling changes without a chain of hosts: at most one serving engine restarts at a time, none after a failure.
+"""Rolling changes without a chain of hosts: at most one serving engine restarts at a time, none after one failed.
 
 Read-only work (state reads, health gates of unchanged hosts) and first starts (no engine serving on the host)
 never wait here, so a no-op and a first create run on every host at once; only a host whose running engine is
-about to restart takes its turn. One Rollout lives per Pulumi operation (the dynamic-provider plugin is one
-process per `pulumi up`); the direct driver (apply.py) orders hosts itself and passes none.
+about to restart takes its turn. A change that fails (its engine unhealthy, rolled back) ends the rollout; a host
+that cannot be reached fails alone, as any independent Pulumi resource does. One Rollout lives per Pulumi
+operation (the dynamic-provider plugin is one process per `pulumi up`); the direct driver (apply.py) orders hosts
+itself and passes none.
 """
 from __future__ import annotations
 
@@ -17,14 +19,14 @@ ROLLING = "__rolling"  # the service's input that asks for turns; "__" keeps it 
 
 
 class Rollout:
-    """Turns for the restarts of serving engines, in arrival order; the first failure ends the rollout."""
+    """Turns for the restarts of serving engines, in arrival order; the first failed one ends the rollout."""
 
     def __init__(self) -> None:
         self._turn = threading.Lock()
         self.stopped_at: str | None = None
 
     def stop(self, label: str) -> None:
-        """A step on host LABEL failed: no serving engine restarts after this."""
+        """The change on host LABEL failed: no serving engine restarts after this."""
         if self.stopped_at is None:
             self.stopped_at = label
 
