@@ -11,6 +11,7 @@ from infra.targets.ssh.files import RemoteFile, differing, parse_state, state_co
 from infra.targets.ssh.oplog import Ops
 from infra.targets.ssh.pool import Conn, session
 from infra.targets.ssh.rollback import Changeset, backup_command, drop_command, prev_path, restore_command
+from infra.targets.ssh.rollout import Rollout
 from infra.targets.ssh.runtime import Runtime, images_command, script
 from infra.targets.ssh.session import Session
 from infra.targets.ssh.speccodec import from_data
@@ -103,7 +104,8 @@ def check_service(a: ServiceArgs, private_key: str, secret_values: dict[str, str
     return Pending(a, files, state, running, change)
 
 
-def ensure_service(a: ServiceArgs, private_key: str, secret_values: dict[str, str], rollout=None) -> ServiceReport:
+def ensure_service(a: ServiceArgs, private_key: str, secret_values: dict[str, str],
+                   rollout: Rollout | None = None) -> ServiceReport:
     """Converge files, restart when a dependency changed or the service is down, then wait until healthy.
 
     With a rollout (infra.targets.ssh.rollout), restarting a serving engine waits for its turn; reads, health
@@ -137,7 +139,7 @@ def converge_service(p: Pending, private_key: str, secret_values: dict[str, str]
     tail = health_failure(a, private_key, api_key)
     if tail is not None:
         raise undo(a, private_key, api_key, cs, tail)
-    kept = [p for p in paths if prev_path(p) in state or p in cs.replaced]
+    kept = [path for path in paths if prev_path(path) in state or path in cs.replaced]
     if kept:
         s.run(drop_command(kept), "remove the previous service files")
     return ServiceReport(a.endpoint, written, restart, len(written), int(restart))
