@@ -96,6 +96,7 @@ class Side:
         self.name, self.cmd, self.folder, self.env, self.reset = name, cmd, folder, env, reset
 
     def time(self) -> float:
+        """Seconds of one run of the command, as a whole process."""
         return timed(self.cmd, self, self.env)
 
 

@@ -138,8 +138,8 @@ def _stop_after(pairs: list[tuple[HostPlan, HostOutcome]], failed: str) -> None:
 
 def _roll(plan: TargetPlan, hosts: list[HostOutcome], secrets: dict[str, str], ex: ThreadPoolExecutor) -> None:
     """Services. Parallel: all at once. Rolling: every host is read at once; hosts whose serving engine would not
-    restart (no-ops, first starts) apply at once, then the others one after another, stopping at the first
-    failure, as the Pulumi program does (rollout.py)."""
+    restart (no-ops, first starts) apply at once, then the others one after another in the stack's order, stopping
+    at the first host where anything failed (under Pulumi, rollout.py, an unreachable host fails alone)."""
     pairs = list(zip(plan.hosts, hosts))
     if plan.rolling:
         first = next((i for i, (_, out) in enumerate(pairs) if out.error is not None), len(pairs))
@@ -147,9 +147,11 @@ def _roll(plan: TargetPlan, hosts: list[HostOutcome], secrets: dict[str, str], e
             _stop_after(pairs[first + 1:], pairs[first][0].label)
         pairs = pairs[:first]
     ready = [p for p in pairs if p[1].error is None]
-    rolls = list(ex.map(lambda p: _restarts_serving(*p, plan, secrets), ready)) if plan.rolling else []
+    rolls = [False] * len(ready)
+    if plan.rolling:  # read-only, every host at once
+        rolls = list(ex.map(lambda p: _restarts_serving(*p, plan, secrets), ready))
     queue = [p for p, r in zip(ready, rolls) if r]
-    now = [p for p in ready if p not in queue and p[1].error is None]
+    now = [p for p, r in zip(ready, rolls) if not r and p[1].error is None]  # not unreadable ones
     list(ex.map(lambda p: _apply_service(*p, plan, secrets), now))
     failed = next((p[0].label for p in ready if p[1].error is not None), None)
     for i, (hp, out) in enumerate(queue):
