@@ -1,129 +1,140 @@
-"""Benchmark: the SSH target's first apply and no-op re-apply vs pyinfra doing the same operations.
+"""Benchmark: `inferry up` against pyinfra doing the same operations, both whole commands as automation runs them.
 
-Run as root (it makes test hosts in network namespaces): `python bench/ssh.py [--hosts 1 4 8]`.
-Same hosts, same run: inferry applies (first, then no-op), destroys, then pyinfra puts the same files (with the
-same modes), runs the same fact probe, restart (only when a file changed) and health check. Weights excluded:
-the model folder is put on each host beforehand. Prints seconds and ratios (inferry / pyinfra).
+Run as root after `bash scripts/test.sh` built the tools: `python bench/ssh.py [--hosts 1 4 8] [--repeat 5]`.
+inferry: `inferry up STACK` (the CLI, the real Pulumi engine, rolling rollout, no load balancer). pyinfra: its own
+CLI, `pyinfra -y INVENTORY DEPLOY` (no diff-and-confirm phase, its gevent patching), running the same fact probe,
+putting the same files with the same modes, restarting only when a file changed or the engine is down, then the
+same health check. Weights excluded: the model folder is on each host beforehand. Per round, interleaved (the
+order alternates): each tool's first apply (from nothing) then its no-op re-apply; everything is removed between
+tools. Prints medians, bests and the ratios inferry / pyinfra.
 """
 from __future__ import annotations
 
 import argparse
-import io
+import json
 import statistics
 import sys
-import time
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from infra.stack.stackfile import parse_deployment  # noqa: E402
-from infra.targets.ssh import apply as ssh_apply  # noqa: E402
-from infra.targets.ssh import pool  # noqa: E402
-from infra.targets.ssh.facts import probe_command  # noqa: E402
-from infra.targets.ssh.plan import TargetPlan, plan_deployment  # noqa: E402
-from infra.targets.ssh.runtime import script  # noqa: E402
-from infra.targets.ssh.service import desired_files  # noqa: E402
-from tests.support.hosts.network import HostNetwork  # noqa: E402
+from bench.up import timed  # noqa: E402
 
 MODEL, API_KEY = "llama-3.1-8b-instruct", "sk-bench-" + "5" * 24
-CACHE = "/var/lib/inferry/weights"
+CACHE, WEIGHTS = "/var/lib/inferry/weights", f"/srv/models/{MODEL}"
+KEYS = ("bench-access", "bench-secret-" + "0" * 12)
+RUNS = ("first", "no-op")
+
+DEPLOY = '''"""pyinfra deploy: probe, put the service files, restart if one changed or the engine is down, health check."""
+import json
+from pyinfra import host
+from pyinfra.facts.server import Command
+from pyinfra.operations import files, server
+
+C = json.load(open({config!r}))
+server.shell(name="probe", commands=[C["probe"]])
+puts = [files.put(name=f["path"], src=f["src"], dest=f["path"], mode=f["mode"], create_remote_dir=True)
+        for f in C["files"]]
+server.shell(name="restart", commands=[C["restart"]],
+             _if=lambda: any(p.did_change() for p in puts) or host.get_fact(Command, C["status"]).strip() != "running")
+server.shell(name="health", commands=[C["health"]])
+'''
 
 
-def deployment(hosts):
-    """vLLM on the hosts, process runtime, weights already on the hosts (excluded from the timing)."""
-    return parse_deployment({
-        "model": {"name": MODEL, "weights": f"/srv/models/{MODEL}"},
+def deployment(hosts, server) -> dict:
+    """vLLM on the hosts: process runtime, rolling (the default), weights already on each host."""
+    return {
+        "model": {"name": MODEL, "weights": WEIGHTS},
         "engine": {"kind": "vllm", "max_model_len": 4096},
-        "target": {"kind": "ssh", "runtime": "process", "health_timeout_s": 60, "private_key": {"env": "K"},
+        "target": {"kind": "ssh", "runtime": "process", "health_timeout_s": 60, "weights_cache": CACHE,
+                   "private_key": {"config": "sshPrivateKey"},
                    "hosts": [{"address": h.address, "name": h.name, "host_key": h.host_key_line} for h in hosts]},
-        "storage": {"endpoint": "http://127.0.0.1:9", "region": "x", "bucket": "inferry-weights",
-                    "access_key_id": {"env": "A"}, "secret_access_key": {"env": "S"}},
+        "storage": {"endpoint": server.endpoint, "region": server.region, "bucket": "inferry-weights",
+                    "access_key_id": {"config": "s3AccessKey"}, "secret_access_key": {"config": "s3SecretKey"}},
         "provider": {"name": "bench", "region": "eu-test", "gpu": "H200", "price_per_gpu_hour": 3.0},
-        "serving": {"port": 8000, "api_key": {"env": "API"}}}, "bench")
+        "serving": {"port": 8000, "api_key": {"config": "apiKey"}},
+    }
 
 
-def timed(fn) -> float:
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t
+def pyinfra_folder(folder: Path, hosts, stack_file: Path, key_path: Path) -> tuple[list[str], str]:
+    """Write pyinfra's inventory, deploy and the files it puts (what inferry renders); returns its command and
+    the shell command that stops its engine and removes its files."""
+    from infra.stack.stackfile import load_stack
+    from infra.targets.ssh.facts import probe_command
+    from infra.targets.ssh.plan import plan_deployment
+    from infra.targets.ssh.runtime import script
+    from infra.targets.ssh.service import desired_files
+
+    plan = plan_deployment(load_stack(str(stack_file)).deployment)
+    svc = plan.hosts[0].service
+    folder.mkdir(parents=True)
+    (folder / "known_hosts").write_text("".join(f"{h.address} {h.host_key_line}\n" for h in hosts))
+    data = {"ssh_user": "root", "ssh_key": str(key_path), "ssh_known_hosts_file": str(folder / "known_hosts"),
+            "ssh_strict_host_key_checking": "yes"}
+    (folder / "inventory.py").write_text(f"hosts = {[(h.address, data) for h in hosts]!r}\n")
+    puts = []
+    for i, f in enumerate(desired_files(svc, {"serving.api_key": API_KEY})):
+        src = folder / f"file{i}"
+        src.write_text(f.content)
+        src.chmod(0o600)
+        puts.append({"path": f.path, "src": str(src), "mode": f"{f.mode:o}"})
+    health = f"set -- 8000 /health /v1/models {MODEL} 60; {script('health.sh')}".replace("'", "'\\''")
+    config = {"probe": probe_command(CACHE), "files": puts, "restart": svc.rt.restart(), "status": svc.rt.status(),
+              "health": f"printf '%s\\n' {API_KEY} | sh -c '{health}'"}
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "deploy.py").write_text(DEPLOY.format(config=str(folder / "config.json")))
+    return [str(Path(sys.executable).parent / "pyinfra"), "-y", "inventory.py", "deploy.py"], \
+        f"{svc.rt.stop()}; rm -rf {svc.service_dir}"
 
 
-def inferry_run(plan: TargetPlan, secrets: dict) -> tuple[float, int]:
-    """One apply from fresh connections; (seconds, remote writes + restarts)."""
-    pool.close_all()
-    out = {}
-    seconds = timed(lambda: out.setdefault("r", ssh_apply.apply(plan, secrets)))
-    pool.close_all()
-    return seconds, out["r"].count("writes") + out["r"].count("restarts")
+class Side:
+    """One tool's command in its folder, and how to remove what it made."""
+
+    def __init__(self, name: str, cmd: list[str], folder, env: dict, reset):
+        self.name, self.cmd, self.folder, self.env, self.reset = name, cmd, folder, env, reset
+
+    def time(self) -> float:
+        """Seconds of one run of the command, as a whole process."""
+        return timed(self.cmd, self, self.env)
 
 
-def pyinfra_run(hosts, plan: TargetPlan, secrets: dict, known_hosts: Path) -> float:
-    """The same operations with pyinfra's API: probe, put each file, restart if any changed, health check."""
-    from pyinfra.api import Config, Inventory, State
-    from pyinfra.api.connect import connect_all
-    from pyinfra.api.operation import add_op
-    from pyinfra.api.operations import run_ops
-    from pyinfra.operations import files, server
+def bench(network, server, tmp: Path, n: int, repeat: int) -> dict[str, list[float]]:
+    """Seconds per round for each (tool, run) on n fresh hosts."""
+    from tests.support.realengine import Project
 
-    def run() -> None:
-        data = {"ssh_user": "root", "ssh_key": str(hosts[0].client_key_path), "ssh_known_hosts_file": str(known_hosts),
-                "ssh_strict_host_key_checking": "yes"}
-        state = State(inventory=Inventory(([(h.address, dict(data)) for h in hosts], {})), config=Config())
-        connect_all(state)
-        svc = plan.hosts[0].service
-        add_op(state, server.shell, name="probe", commands=[probe_command(CACHE)])
-        values = {f: secrets[f] for f in plan.secret_fields}
-        puts = [add_op(state, files.put, name=f.path, src=io.StringIO(f.content), dest=f.path,
-                       mode=f"{f.mode:o}", create_remote_dir=True) for f in desired_files(svc, values)]
-        for h in state.inventory:
-            changed = [p[h] for p in puts]
-            add_op(state, server.shell, name="restart", commands=[svc.rt.restart()], host=h,
-                   _if=lambda c=changed, h=h: any(m.did_change() for m in c) or not running(state, h, svc))
-        health = f"set -- 8000 /health /v1/models {MODEL} 60; {script('health.sh')}"
-        add_op(state, server.shell, name="health", commands=[f"printf '%s\\n' {API_KEY} | sh -c '{health_quoted(health)}'"])
-        run_ops(state)
-        for h in state.inventory:
-            h.disconnect()
-
-    return timed(run)
-
-
-def running(state, host, svc) -> bool:
-    """Whether the supervisor runs (pyinfra's fact: a command's output)."""
-    from pyinfra.facts.server import Command
-
-    return host.get_fact(Command, svc.rt.status()).strip() == "running"
-
-
-def health_quoted(cmd: str) -> str:
-    return cmd.replace("'", "'\\''")
-
-
-def bench(network: HostNetwork, n: int, repeat: int) -> dict:
-    """Times for n hosts: median of `repeat` rounds of (first, no-op) for each tool."""
-    hosts = [network.add_host(f"b{n}x{i}") for i in range(n)]
+    hosts = network.add_hosts([f"s{n}x{i}" for i in range(n)])
     try:
         for h in hosts:
             h.exec(f"mkdir -p {CACHE}/{MODEL} && echo '{{}}' > {CACHE}/{MODEL}/config.json", check=True)
-        known = Path(f"/tmp/inferry-bench-known-{n}")
-        known.write_text("".join(f"{h.address} {h.host_key_line}\n" for h in hosts))
-        plan = plan_deployment(deployment(hosts))
-        secrets = {"target.private_key": hosts[0].client_key_text, "serving.api_key": API_KEY}
-        rows = {"inferry first": [], "inferry no-op": [], "pyinfra first": [], "pyinfra no-op": []}
-        for _ in range(repeat):
-            first, _ = inferry_run(plan, secrets)
-            noop, changes = inferry_run(plan, secrets)
-            assert changes == 0, f"inferry no-op changed {changes} things"
-            rows["inferry first"].append(first)
-            rows["inferry no-op"].append(noop)
-            ssh_apply.destroy(plan, secrets)
-            pool.close_all()
-            rows["pyinfra first"].append(pyinfra_run(hosts, plan, secrets, known))
-            rows["pyinfra no-op"].append(pyinfra_run(hosts, plan, secrets, known))
-            for h in hosts:  # stop pyinfra's engine and remove its files before the next round
-                h.exec(f"{plan.hosts[0].service.rt.stop()}; rm -rf /etc/inferry")
-        return {k: statistics.median(v) for k, v in rows.items()}
+        project, name = Project(tmp / f"project-{n}"), f"bench{n}"
+        project.write_stack(name, deployment(hosts, server), {"sshPrivateKey": network.client_key_text,
+                                                              "apiKey": API_KEY, "s3AccessKey": KEYS[0],
+                                                              "s3SecretKey": KEYS[1]})
+        key = tmp / "client_key"
+        key.write_text(network.client_key_text)
+        key.chmod(0o600)
+        pyfolder = tmp / f"pyinfra-{n}"
+        pycmd, stop = pyinfra_folder(pyfolder, hosts, project.stack_file(name), key)
+
+        def destroy_inferry() -> None:
+            timed(["pulumi", "destroy", "--yes", "--stack", name], project,
+                  {**project.env, "PULUMI_BACKEND_URL": f"file://{project.state}"})
+
+        def clean_hosts() -> None:
+            for h in hosts:
+                h.exec(stop, check=True)
+
+        sides = [Side("inferry", [*project.inferry_argv(), "up", name], project.folder, project.env, destroy_inferry),
+                 Side("pyinfra", pycmd, pyfolder, {**project.env}, clean_hosts)]
+        rows: dict[str, list[float]] = {f"{s.name} {r}": [] for s in sides for r in RUNS}
+        for i in range(repeat):
+            for side in sides if i % 2 == 0 else sides[::-1]:
+                for run in RUNS:
+                    rows[f"{side.name} {run}"].append(side.time())
+                side.reset()
+        return rows
     finally:
         for h in hosts:
             network.remove_host(h)
@@ -131,21 +142,28 @@ def bench(network: HostNetwork, n: int, repeat: int) -> dict:
 
 def main() -> None:
     """Print the table."""
-    p = argparse.ArgumentParser(description=__doc__)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--hosts", type=int, nargs="+", default=[1, 4, 8])
-    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--repeat", type=int, default=5)
     args = p.parse_args()
-    network = HostNetwork()
-    try:
-        print(f"{'hosts':>5} {'inferry first':>14} {'pyinfra first':>14} {'ratio':>6} "
-              f"{'inferry no-op':>14} {'pyinfra no-op':>14} {'ratio':>6}")
-        for n in args.hosts:
-            r = bench(network, n, args.repeat)
-            print(f"{n:>5} {r['inferry first']:>13.2f}s {r['pyinfra first']:>13.2f}s "
-                  f"{r['inferry first'] / r['pyinfra first']:>6.2f} {r['inferry no-op']:>13.2f}s "
-                  f"{r['pyinfra no-op']:>13.2f}s {r['inferry no-op'] / r['pyinfra no-op']:>6.2f}", flush=True)
-    finally:
-        network.close()
+    from tests.support.hosts.network import HostNetwork
+    from tests.support.servers.s3 import S3Server
+
+    tmp = Path(tempfile.mkdtemp(prefix="inferry-bench-ssh-"))
+    with HostNetwork() as network:
+        server = S3Server(tmp / "s3", *KEYS, network.gateway, 0).start()
+        try:
+            print(f"{'hosts':>5} {'run':>6} {'inferry up median (best)':>26} {'pyinfra -y median (best)':>26} "
+                  f"{'ratio median':>12} {'ratio best':>10}")
+            for n in args.hosts:
+                rows = bench(network, server, tmp, n, args.repeat)
+                for run in RUNS:
+                    a, b = rows[f"inferry {run}"], rows[f"pyinfra {run}"]
+                    print(f"{n:>5} {run:>6} {statistics.median(a):>17.2f}s ({min(a):.2f}s) "
+                          f"{statistics.median(b):>17.2f}s ({min(b):.2f}s) "
+                          f"{statistics.median(a) / statistics.median(b):>12.2f} {min(a) / min(b):>10.2f}", flush=True)
+        finally:
+            server.stop()
 
 
 if __name__ == "__main__":

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 
 from infra.errors import InferryError, RemoteError
 from infra.targets.ssh import pool
-from infra.targets.ssh.args import props_of
+from infra.targets.ssh.args import props_of, service_args
 from infra.targets.ssh.plan import HostPlan, TargetPlan, with_depends
 from infra.targets.ssh.providers import HostProvider, LoadBalancerProvider, ServiceProvider, WeightsProvider
+from infra.targets.ssh.service import check_service
 
 PRIVATE_KEY, API_KEY = "target.private_key", "serving.api_key"
 S3_ACCESS, S3_SECRET = "storage.access_key_id", "storage.secret_access_key"
@@ -87,16 +88,32 @@ def _prepare_host(hp: HostPlan, plan: TargetPlan, secrets: dict[str, str]) -> Ho
     return _run_step(out, hp, step)
 
 
-def _apply_service(hp: HostPlan, out: HostOutcome, plan: TargetPlan, secrets: dict[str, str]) -> HostOutcome:
-    """The engine's service on a prepared host, healthy (or rolled back by the provider)."""
+def _service_props(hp: HostPlan, out: HostOutcome, plan: TargetPlan, secrets: dict[str, str]) -> dict:
     depends = " ".join(o["manifest_sha256"] for k, o in out.outputs.items() if k.startswith("weights"))
     values = {f: secrets[f] for f in plan.secret_fields}
-    svc = {**props_of(with_depends(hp.service, depends)), **_secret_props(plan, secrets), "secret_values": values}
+    return {**props_of(with_depends(hp.service, depends)), **_secret_props(plan, secrets), "secret_values": values}
+
+
+def _apply_service(hp: HostPlan, out: HostOutcome, plan: TargetPlan, secrets: dict[str, str]) -> HostOutcome:
+    """The engine's service on a prepared host, healthy (or rolled back by the provider)."""
+    svc = _service_props(hp, out, plan, secrets)
 
     def step() -> None:
         out.outputs["service"] = ServiceProvider().create(svc).outs
 
     return _run_step(out, hp, step)
+
+
+def _restarts_serving(hp: HostPlan, out: HostOutcome, plan: TargetPlan, secrets: dict[str, str]) -> bool:
+    """Read-only: whether applying would restart the host's serving engine (an error lands in the outcome)."""
+    svc, found = _service_props(hp, out, plan, secrets), [False]
+
+    def step() -> None:
+        a = service_args(svc)
+        found[0] = check_service(a, svc["private_key"], svc["secret_values"]).restarts_serving
+
+    _run_step(out, hp, step)
+    return found[0]
 
 
 def _run_step(out: HostOutcome, hp: HostPlan, step) -> HostOutcome:
@@ -112,21 +129,37 @@ def _run_step(out: HostOutcome, hp: HostPlan, step) -> HostOutcome:
     return out
 
 
+def _stop_after(pairs: list[tuple[HostPlan, HostOutcome]], failed: str) -> None:
+    """The rolling update stopped at host FAILED: every host in PAIRS keeps its engine as it is."""
+    for _, later in pairs:
+        later.error = later.error or RemoteError(f"engine not changed: the rolling update stopped at host {failed}",
+                                                 f"fix host {failed} and apply again", where=f"host {later.label}")
+
+
 def _roll(plan: TargetPlan, hosts: list[HostOutcome], secrets: dict[str, str], ex: ThreadPoolExecutor) -> None:
-    """Services: one host after another, stopping at the first failure (rolling), or all at once."""
+    """Services. Parallel: all at once. Rolling: every host is read at once; hosts whose serving engine would not
+    restart (no-ops, first starts) apply at once, then the others one after another in the stack's order, stopping
+    at the first host where anything failed (under Pulumi, rollout.py, an unreachable host fails alone)."""
     pairs = list(zip(plan.hosts, hosts))
-    if not plan.rolling:
-        list(ex.map(lambda p: _apply_service(*p, plan, secrets), [p for p in pairs if p[1].error is None]))
-        return
-    for i, (hp, out) in enumerate(pairs):
-        if out.error is None:
-            _apply_service(hp, out, plan, secrets)
-        if out.error is not None:
-            for _, later in pairs[i + 1:]:
-                later.error = later.error or RemoteError(
-                    f"engine not changed: the rolling update stopped at host {hp.label}",
-                    f"fix host {hp.label} and apply again", where=f"host {later.label}")
+    if plan.rolling:
+        first = next((i for i, (_, out) in enumerate(pairs) if out.error is not None), len(pairs))
+        if first < len(pairs):
+            _stop_after(pairs[first + 1:], pairs[first][0].label)
+        pairs = pairs[:first]
+    ready = [p for p in pairs if p[1].error is None]
+    rolls = [False] * len(ready)
+    if plan.rolling:  # read-only, every host at once
+        rolls = list(ex.map(lambda p: _restarts_serving(*p, plan, secrets), ready))
+    queue = [p for p, r in zip(ready, rolls) if r]
+    now = [p for p, r in zip(ready, rolls) if not r and p[1].error is None]  # not unreadable ones
+    list(ex.map(lambda p: _apply_service(*p, plan, secrets), now))
+    failed = next((p[0].label for p in ready if p[1].error is not None), None)
+    for i, (hp, out) in enumerate(queue):
+        if failed is not None:
+            _stop_after(queue[i:], failed)
             return
+        if _apply_service(hp, out, plan, secrets).error is not None:
+            failed = hp.label
 
 
 def _raise_if_failed(res: TargetOutcome, verb: str) -> None:

@@ -12,6 +12,7 @@ from infra.engines.spec import ServiceSpec
 from infra.targets.ssh.args import props_of
 from infra.targets.ssh.plan import plan as make_plan
 from infra.targets.ssh.providers import HostProvider, LoadBalancerProvider, ServiceProvider, WeightsProvider
+from infra.targets.ssh.rollout import ROLLING
 
 PRIVATE_KEY, API_KEY = "target.private_key", "serving.api_key"
 
@@ -91,8 +92,9 @@ class SshTarget(pulumi.ComponentResource):
             digests = [w.manifest_sha256 for w in after[1:]]
             svc["depends"] = pulumi.Output.all(*digests).apply(_joined) if digests else ""
             svc.update(common, secret_values=secret_values)
-            if plan.rolling and services:  # Pulumi changes a service only after the previous one succeeded
-                after.append(services[-1])
+            # Rolling is coordinated in the provider process (rollout.py), not by a chain of hosts: every host is
+            # read, checked and first started at once, and only a serving engine about to restart waits its turn.
+            svc[ROLLING] = plan.rolling
             services.append(ServiceStep(f"{base}-service", svc, pulumi.ResourceOptions(parent=self, depends_on=after)))
         self.endpoints = pulumi.Output.all(*[s.endpoint for s in services])
         self.endpoint = self.endpoints.apply(lambda e: e[0] if e else "")

@@ -11,11 +11,10 @@ from typing import Any
 from pulumi.dynamic import ConfigureRequest, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from infra.errors import reported
-from infra.targets.ssh import args as A
-from infra.targets.ssh.host import ensure_host
-from infra.targets.ssh.lb import ensure_lb, lb_drift, remove_lb
-from infra.targets.ssh.service import ensure_service, remove_service, service_drift
-from infra.targets.ssh.weights import ensure_weights, presigned, remove_weights, weights_drift
+from infra.targets.ssh.rollout import ROLLING, ROLLOUT
+
+# The remote operations (paramiko, the config models: about a second of imports) are imported where they run:
+# Pulumi's plugin imports this module to answer every call, and a no-op `pulumi up` only diffs.
 
 VERIFY_WEIGHTS = "INFERRY_VERIFY_WEIGHTS"
 IN_SYNC = "in-sync"  # the host part of a fingerprint: what `refresh` found differs from the last apply
@@ -133,7 +132,10 @@ class HostProvider(_Step):
     """Facts, preflight, Docker + NVIDIA toolkit when allowed."""
 
     def _apply(self, props: dict) -> dict:
-        return A.asdict(ensure_host(A.host_args(props), props["private_key"]))
+        from infra.targets.ssh.args import asdict, host_args
+        from infra.targets.ssh.host import ensure_host
+
+        return asdict(ensure_host(host_args(props), props["private_key"]))
 
     def _remove(self, props: dict, key: str) -> None:
         return None  # installed software stays: other things on the host may use it
@@ -156,15 +158,24 @@ class WeightsProvider(_Step):
         return found
 
     def _apply(self, props: dict) -> dict:
-        a = A.weights_args(props)
+        from infra.targets.ssh.args import asdict, weights_args
+        from infra.targets.ssh.weights import ensure_weights, presigned
+
+        a = weights_args(props)
         entries = presigned(a.store, props["access_key_id"], props["secret_access_key"])
-        return A.asdict(ensure_weights(a, props["private_key"], entries, full=verify_weights()))
+        return asdict(ensure_weights(a, props["private_key"], entries, full=verify_weights()))
 
     def _remove(self, props: dict, key: str) -> None:
-        remove_weights(A.weights_args(props), key)
+        from infra.targets.ssh.args import weights_args
+        from infra.targets.ssh.weights import remove_weights
+
+        remove_weights(weights_args(props), key)
 
     def _drift(self, props: dict, key: str) -> list[str]:
-        return weights_drift(A.weights_args(props), key, str(props.get("manifest_sha256") or ""),
+        from infra.targets.ssh.args import weights_args
+        from infra.targets.ssh.weights import weights_drift
+
+        return weights_drift(weights_args(props), key, str(props.get("manifest_sha256") or ""),
                              int(props.get("files") or 0), int(props.get("bytes") or 0))
 
 
@@ -172,24 +183,43 @@ class ServiceProvider(_Step):
     """Service files, restart when needed, health gate; outputs the endpoint."""
 
     def _apply(self, props: dict) -> dict:
-        r = ensure_service(A.service_args(props), props["private_key"], dict(props.get("secret_values") or {}))
-        return A.asdict(r)
+        from infra.targets.ssh.args import asdict, service_args
+        from infra.targets.ssh.service import ensure_service
+
+        rollout = ROLLOUT if props.get(ROLLING) else None
+        return asdict(ensure_service(service_args(props), props["private_key"],
+                                     dict(props.get("secret_values") or {}), rollout))
 
     def _remove(self, props: dict, key: str) -> None:
-        remove_service(A.service_args(props), key)
+        from infra.targets.ssh.args import service_args
+        from infra.targets.ssh.service import remove_service
+
+        remove_service(service_args(props), key)
 
     def _drift(self, props: dict, key: str) -> list[str]:
-        return service_drift(A.service_args(props), key)
+        from infra.targets.ssh.args import service_args
+        from infra.targets.ssh.service import service_drift
+
+        return service_drift(service_args(props), key)
 
 
 class LoadBalancerProvider(_Step):
     """nginx round-robin over the replicas on one host."""
 
     def _apply(self, props: dict) -> dict:
-        return A.asdict(ensure_lb(A.lb_args(props), props["private_key"], props.get("api_key") or ""))
+        from infra.targets.ssh.args import asdict, lb_args
+        from infra.targets.ssh.lb import ensure_lb
+
+        return asdict(ensure_lb(lb_args(props), props["private_key"], props.get("api_key") or ""))
 
     def _remove(self, props: dict, key: str) -> None:
-        remove_lb(A.lb_args(props), key)
+        from infra.targets.ssh.args import lb_args
+        from infra.targets.ssh.lb import remove_lb
+
+        remove_lb(lb_args(props), key)
 
     def _drift(self, props: dict, key: str) -> list[str]:
-        return lb_drift(A.lb_args(props), key)
+        from infra.targets.ssh.args import lb_args
+        from infra.targets.ssh.lb import lb_drift
+
+        return lb_drift(lb_args(props), key)

@@ -11,6 +11,7 @@ from infra.targets.ssh.files import RemoteFile, differing, parse_state, state_co
 from infra.targets.ssh.oplog import Ops
 from infra.targets.ssh.pool import Conn, session
 from infra.targets.ssh.rollback import Changeset, backup_command, drop_command, prev_path, restore_command
+from infra.targets.ssh.rollout import Rollout
 from infra.targets.ssh.runtime import Runtime, images_command, script
 from infra.targets.ssh.session import Session
 from infra.targets.ssh.speccodec import from_data
@@ -76,24 +77,61 @@ def desired_files(a: ServiceArgs, secret_values: dict[str, str]) -> list[RemoteF
     return plain_files(a) + secret
 
 
-def ensure_service(a: ServiceArgs, private_key: str, secret_values: dict[str, str]) -> ServiceReport:
+@dataclass(frozen=True)
+class Pending:
+    """What an apply is about to do on one host, read before anything there changes."""
+
+    a: ServiceArgs
+    files: list[RemoteFile]
+    state: dict[str, tuple[int, str]]
+    running: bool
+    change: list[RemoteFile]
+
+    @property
+    def restarts_serving(self) -> bool:
+        """Whether a running engine would restart: a rolling change takes its turn for these only."""
+        return self.running and bool(self.change)
+
+
+def check_service(a: ServiceArgs, private_key: str, secret_values: dict[str, str]) -> Pending:
+    """Read-only: what differs on the host, and the images a restart will need (pulled now if missing)."""
+    s = session(a.conn, private_key)
+    files = desired_files(a, secret_values)
+    state, running = read_state(a, s, [f.path for f in files])
+    change = differing(files, state)
+    if change or not running:
+        ensure_images(a, s)  # before anything is written or stopped: a missing image changes nothing
+    return Pending(a, files, state, running, change)
+
+
+def ensure_service(a: ServiceArgs, private_key: str, secret_values: dict[str, str],
+                   rollout: Rollout | None = None) -> ServiceReport:
     """Converge files, restart when a dependency changed or the service is down, then wait until healthy.
+
+    With a rollout (infra.targets.ssh.rollout), restarting a serving engine waits for its turn; reads, health
+    gates of unchanged hosts and first starts do not.
+    """
+    p = check_service(a, private_key, secret_values)
+    if rollout is None or not p.restarts_serving:
+        return converge_service(p, private_key, secret_values)
+    with rollout.turn(a.conn.label):
+        return converge_service(p, private_key, secret_values)
+
+
+def converge_service(p: Pending, private_key: str, secret_values: dict[str, str]) -> ServiceReport:
+    """Write what differs, restart when needed, health gate.
 
     The files an update replaces are kept as .inferry-prev until the engine is healthy; if it is not, the
     previous files come back (update) or the service is removed (create): nothing is left half-applied.
     """
+    a, state, change = p.a, p.state, p.change
     s = session(a.conn, private_key)
-    files = desired_files(a, secret_values)
-    paths = [f.path for f in files]
-    state, running = read_state(a, s, paths)
-    change = differing(files, state)
-    if change or not running:
-        ensure_images(a, s)  # before anything is written or stopped: a missing image changes nothing
-    cs, written = Changeset.of(change, files, state), [f.path for f in change]
+    paths = [f.path for f in p.files]
+    cs, written = Changeset.of(change, p.files, state), [f.path for f in change]
     if cs.replaced:
         s.run(backup_command(cs.replaced), "keep the previous service files")
     upload(s, change, "upload service files")
-    restart = bool(change) or not running
+    restart = bool(change) or not p.running
     if restart:
         _restart(a, s)
     Ops(writes=written, restarts=int(restart)).record(s, a.ops_log, "record changes")
@@ -101,7 +139,7 @@ def ensure_service(a: ServiceArgs, private_key: str, secret_values: dict[str, st
     tail = health_failure(a, private_key, api_key)
     if tail is not None:
         raise undo(a, private_key, api_key, cs, tail)
-    kept = [p for p in paths if prev_path(p) in state or p in cs.replaced]
+    kept = [path for path in paths if prev_path(path) in state or path in cs.replaced]
     if kept:
         s.run(drop_command(kept), "remove the previous service files")
     return ServiceReport(a.endpoint, written, restart, len(written), int(restart))

@@ -45,13 +45,15 @@ def _run_eu_ssh(rollout: str | None = None) -> tuple[RecordingMocks, dict, dict[
     return mocks, exports, parents, after
 
 
-def test_services_roll_one_host_after_another_unless_parallel():
-    *_, after = _run_eu_ssh()
-    services = sorted(n for n in after if n.endswith("-service"))
-    assert len(services) == 2 and services[0] in after[services[1]]
-    assert not any(s in after[services[0]] for s in services)
-    *_, after = _run_eu_ssh("parallel")
-    assert not any(s in after[t] for s in services for t in services)
+def test_no_chain_of_hosts_the_rollout_travels_with_every_step():
+    """Rolling restarts take turns inside the provider process (rollout.py); no service waits on another's step:
+    a no-op's checks and a first create's starts run on every host at once."""
+    for rollout, rolling in ((None, True), ("parallel", False)):
+        mocks, _, _, after = _run_eu_ssh(rollout)
+        services = sorted(n for n in after if n.endswith("-service"))
+        assert len(services) == 2 and not any(s in after[t] for s in services for t in services)
+        steps = [r for r in mocks.resources if r.type.endswith("SshService")]
+        assert len(steps) == 2 and {r.inputs["__rolling"] for r in steps} == {rolling}, rollout
 
 
 def test_eu_ssh_stack_builds_every_step_under_the_component():

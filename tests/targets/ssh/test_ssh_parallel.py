@@ -9,7 +9,10 @@ import pytest
 
 from infra.errors import RemoteError
 from infra.targets.ssh import apply as ssh_apply
+from infra.targets.ssh import host as ssh_host
 from infra.targets.ssh import providers
+from infra.targets.ssh import service as ssh_service
+from infra.targets.ssh import weights as ssh_weights
 from infra.targets.ssh.host import HostReport
 from infra.targets.ssh.service import ServiceReport
 from infra.targets.ssh.weights import WeightsReport
@@ -36,10 +39,11 @@ def test_bounded_parallelism_and_failures_by_name(monkeypatch, rollout):
             raise RemoteError("preflight failed: no usable GPU", "use a GPU host", where="host gpu-3")
         return HostReport("Ubuntu 24.04", ["NVIDIA H200"], "580.159.04", "13.0", None, 0)
 
-    monkeypatch.setattr(providers, "ensure_host", host_step)
-    monkeypatch.setattr(providers, "presigned", lambda *a, **k: [])
-    monkeypatch.setattr(providers, "ensure_weights", lambda a, k, e, **kw: WeightsReport(a.model_dir, "d", 0, 0, 0, 0))
-    monkeypatch.setattr(providers, "ensure_service", lambda a, k, s: ServiceReport(a.endpoint, [], False, 0, 0))
+    monkeypatch.setattr(ssh_host, "ensure_host", host_step)
+    monkeypatch.setattr(ssh_weights, "presigned", lambda *a, **k: [])
+    monkeypatch.setattr(ssh_weights, "ensure_weights", lambda a, k, e, **kw: WeightsReport(a.model_dir, "d", 0, 0, 0, 0))
+    monkeypatch.setattr(ssh_service, "ensure_service", lambda a, k, s, r=None: ServiceReport(a.endpoint, [], False, 0, 0))
+    monkeypatch.setattr(ssh_apply, "check_service", lambda a, k, s: SimpleNamespace(restarts_serving=False))
     with pytest.raises(RemoteError) as e:
         ssh_apply.apply(plan_for(d), {"target.private_key": "k", "serving.api_key": "a",
                                       "storage.access_key_id": "ak", "storage.secret_access_key": "sk"})
