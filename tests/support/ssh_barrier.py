@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import shutil
 import uuid
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.hosts.host import SHARED
+
 WAIT_S = 15
 
 
@@ -21,17 +21,18 @@ class HealthBarrier:
 
     def __init__(self, hosts: list) -> None:
         self.hosts = hosts
-        # Under the project folder: not overlaid, so one folder for every host (tests/support/hosts/host.py); ignored by git.
-        self.folder = ROOT / ".inferry" / "test-barriers" / uuid.uuid4().hex
-        self.folder.mkdir(parents=True)
+        # The run's shared folder (tests/support/hosts/host.py SHARED): the one every host and this machine see.
+        name = f"barrier-{uuid.uuid4().hex}"
+        self.folder, self.on_hosts = hosts[0].shared_dir / name, f"{SHARED}/{name}"
+        self.folder.mkdir()
         self.folder.chmod(0o777)
 
     def install(self) -> "HealthBarrier":
         """Wrap curl on every host (replacing an earlier barrier's wrapper)."""
         real = shutil.which("curl", path="/usr/sbin:/usr/bin:/sbin:/bin")
-        d, n = self.folder, len(self.hosts)
+        d, n = self.on_hosts, len(self.hosts)
         for h in self.hosts:
-            log, me = d / f"{h.name}.log", d / f"arrived-{h.name}"
+            log, me = f"{d}/{h.name}.log", f"{d}/arrived-{h.name}"
             first = (f'echo "start $(date +%s.%N)" >> {log}; touch {me}; i=0; '
                      f"while [ \"$(ls {d} | grep -c '^arrived-')\" -lt {n} ] && [ $i -lt {WAIT_S * 20} ]; "
                      f'do sleep 0.05; i=$((i+1)); done; {real} "$@"; rc=$?; echo "end $(date +%s.%N)" >> {log}; exit $rc')

@@ -22,6 +22,9 @@ STD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 OVERLAID = ("/etc", "/var", "/opt", "/srv", "/home", "/usr/local")
 # Fresh, empty private folders: their own home (not this machine's slow ~/.bashrc), tools, /tmp.
 PRIVATE = {"home": "/root", "bin": "/usr/local/bin", "tmp": "/tmp"}
+# One folder every host of a run and this machine read and write: the only shared one, wherever the checkout lives
+# (a checkout under /tmp, /root or /home is private to each host).
+SHARED = "/srv/inferry-shared"
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,9 @@ class TestHost:
         os.chmod(self.root / "home", 0o700)
         self._install_standins()
         binds = [[str(self.root / sub), target] for sub, target in PRIVATE.items()]
+        self.shared_dir.mkdir(exist_ok=True)
+        os.chmod(self.shared_dir, 0o1777)
+        binds.append([str(self.shared_dir), SHARED])
         if self.options.docker:  # on this machine's disk, not an overlay: dockerd's overlay2 needs that
             (self.root / "docker").mkdir()
             binds.append([str(self.root / "docker"), docker.DATA_ROOT])
@@ -197,6 +203,11 @@ class TestHost:
     def known_hosts_line(self) -> str:
         """'ADDRESS ssh-ed25519 AAAA...' for a known_hosts file."""
         return f"{self.address} {self.host_key_line}"
+
+    @property
+    def shared_dir(self) -> Path:
+        """This machine's side of SHARED: the run's one folder every host sees, read-write."""
+        return self.root.parent / "shared"
 
     def path(self, host_path: str) -> Path:
         """Where a path as the host sees it can be read/written from this machine (via /proc/PID/root).
