@@ -120,7 +120,10 @@ class AutomationDeployer:
         try:
             if action in ("outputs", "export_stack"):
                 return getattr(ws_stack, action)()
-            return getattr(ws_stack, action)(on_event=on_event, config_file=self._config_file(stack))
+            kwargs = {"on_event": on_event, "config_file": self._config_file(stack)}
+            if action != "preview":  # the summary read after the run would carry decrypted config secrets otherwise
+                kwargs["show_secrets"] = False
+            return getattr(ws_stack, action)(**kwargs)
         except auto.ConcurrentUpdateError:
             raise InferryError(f"another update of stack {stack.name} is running",
                                f"wait for it, or if it died: pulumi cancel --stack {stack.name}",

@@ -121,6 +121,25 @@ def test_second_up_changes_nothing_on_any_host(world):
     assert [(ops_log(h), len(h.engine_starts())) for h in world.hosts] == before
 
 
+def test_up_never_has_the_cli_decrypt_secrets_it_does_not_need(world, tmp_path):
+    """Every `pulumi` the Automation API runs, as the CLI saw it: no secret in argv, and the summary it reads
+    after the update (`stack history`) is asked for without --show-secrets (no decrypted config in memory)."""
+    shim, log = tmp_path / "bin", tmp_path / "pulumi-argv.log"
+    shim.mkdir()
+    real = subprocess.run(["sh", "-c", "command -v pulumi"], env=world.project.env, capture_output=True, text=True,
+                          check=True).stdout.strip()
+    (shim / "pulumi").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {log}\nexec {real} "$@"\n')
+    (shim / "pulumi").chmod(0o755)
+    env = {**world.project.env, "PATH": f"{shim}:{world.project.env['PATH']}"}
+    r = subprocess.run([*world.project.inferry_argv(), "up", "two"], cwd=world.project.folder, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    calls = log.read_text().splitlines()
+    history = [c for c in calls if " history " in f" {c} "]
+    assert history and not any("--show-secrets" in c for c in history), calls
+    assert not any(secret in c for c in calls for secret in (API_KEY, *S3_KEYS)), calls
+
+
 def test_verify_weights_hashes_every_file_again_and_repairs_only_that(world):
     model_dir = world.outputs("two", "ssh-re1-weights")["model_dir"]
     size = len(FILES["tokenizer.json"])  # same size, other bytes: a plain up (size check) does not see it
