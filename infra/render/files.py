@@ -10,7 +10,6 @@ import functools
 import posixpath
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import jinja2

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from infra.stack.config_engines import EngineConfig, TrtllmEngine, VllmEngine
 from infra.stack.config_targets import INT32_MAX, STRICT, KubernetesTarget, SecretRef, SshHost, SshTarget, TargetConfig
-from infra.storage.names import BUCKET_NAME, endpoint_problem  # a leaf: weights commands skip pydantic
+from infra.storage.names import BUCKET_NAME, endpoint_problem  # a leaf the weights commands import without pydantic
 
 __all__ = [
     "Deployment", "ModelConfig", "Architecture", "StorageConfig", "ProviderConfig",

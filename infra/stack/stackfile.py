@@ -25,8 +25,6 @@ STACK_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 _MISSING = object()  # no inferry:deployment key at all (a null one is a value, and a problem of its own)
 
 
-
-
 @dataclass(frozen=True)
 class Stack:
     """A validated stack: its name, where it came from and its deployment."""

@@ -17,7 +17,7 @@ WAIT_S = 15
 
 
 class HealthBarrier:
-    """Install on hosts, run something, then read what the hosts recorded."""
+    """Install on hosts (`with HealthBarrier(hosts) as b:`), run something, then read what the hosts recorded."""
 
     def __init__(self, hosts: list) -> None:
         self.hosts = hosts
@@ -39,6 +39,12 @@ class HealthBarrier:
             h.install("curl", f'case "$*" in *//127.0.0.1:*/health*) [ -e {me} ] || {{ {first}; }};; esac\n'
                               f'exec {real} "$@"')
         return self
+
+    def __enter__(self) -> "HealthBarrier":
+        return self.install()
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
 
     def remove(self) -> None:
         """Take the wrappers off and forget the records."""

@@ -86,8 +86,7 @@ def test_preview_shows_the_plan_and_creates_nothing(world):
 
 
 def test_up_streams_progress_and_serves_with_the_key_only(world):
-    barrier = HealthBarrier(world.hosts).install()
-    try:
+    with HealthBarrier(world.hosts) as barrier:
         proc = subprocess.Popen([*world.project.inferry_argv(), "up", "two"], cwd=world.project.folder,
                                 env=world.project.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         lines, streamed = [], False
@@ -98,8 +97,6 @@ def test_up_streams_progress_and_serves_with_the_key_only(world):
         assert proc.wait() == 0, "".join(lines)
         # a first create (nothing serving yet) starts every engine at once: the hosts' health gates overlapped
         assert barrier.all_at_once(), barrier.spans()
-    finally:
-        barrier.remove()
     assert streamed, "progress arrived only at the end"
     out = "".join(lines)
     assert len(changes(out)) == 10 and {v for v, _ in changes(out)} == {"created"}  # and the Stack

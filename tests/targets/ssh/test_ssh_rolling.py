@@ -42,31 +42,25 @@ def engine(h) -> tuple[int, float]:
 
 def barrier(hosts) -> HealthBarrier:
     pool.close_all()  # each run from fresh connections, as a new command would
-    return HealthBarrier(hosts).install()
+    return HealthBarrier(hosts)
 
 
 def test_first_create_starts_every_engine_at_once(four):
     hosts, d, store = four
-    b = barrier(hosts)
-    try:
+    with barrier(hosts) as b:
         out = apply(d, hosts, store)
         # A host's health gate begins once its engine was started; gates that overlap mean every engine was
         # started before any gate ended: no host waited for another to become healthy.
         assert b.all_at_once(), b.spans()
-    finally:
-        b.remove()
     assert [len(h.engine_starts()) for h in hosts] == [1] * 4 and out.count("restarts") == 4
 
 
 def test_noop_checks_every_host_at_once_and_restarts_nothing(four):
     hosts, d, store = four
     before = [(ops_log(h), engine(h)) for h in hosts]
-    b = barrier(hosts)
-    try:
+    with barrier(hosts) as b:
         out = apply(d, hosts, store)
         assert b.all_at_once(), b.spans()
-    finally:
-        b.remove()
     assert out.count("writes") == 0 and out.count("restarts") == 0
     assert [(ops_log(h), engine(h)) for h in hosts] == before
 
