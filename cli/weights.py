@@ -77,9 +77,11 @@ def _prefix(given: str | None, default: str | None) -> str:
 
 def _create(s: StoreSettings, wanted: bool) -> None:
     """--create-bucket: make the destination bucket exist before anything is sent."""
-    from infra.storage.bucket import ensure_bucket
+    if not wanted:
+        return
+    from infra.storage.bucket import ensure_bucket  # imports pulumi (0.5 s): only when asked
 
-    if wanted and ensure_bucket(s):
+    if ensure_bucket(s):
         out.print(f"created bucket {s.bucket} at {s.endpoint}", markup=False)
 
 

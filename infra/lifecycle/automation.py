@@ -15,7 +15,7 @@ from typing import Any
 from infra.errors import InferryError, PulumiMissingError
 from infra.lifecycle.deployer import Changes, OutputValue, Progress
 from infra.lifecycle.progress import describe, failure
-from infra.lifecycle.pulumicli import INSTALL, check_pulumi, cli_env, require_pulumi
+from infra.lifecycle.pulumicli import INSTALL, check_pulumi, cli_env
 from infra.stack.project import project_root
 from infra.stack.stackfile import Stack, read_yaml
 
@@ -69,6 +69,7 @@ class AutomationDeployer:
         self.environ = dict(os.environ if environ is None else environ)
         self.prompt = prompt
         self._passphrases: dict[str, dict[str, str]] = {}
+        self._cli: tuple[str, str] | None = None  # (executable, version) once `pulumi version` ran
 
     def _env(self, stack: Stack) -> dict[str, str]:
         if stack.name not in self._passphrases:
@@ -84,32 +85,41 @@ class AutomationDeployer:
     def check(self, stack: Stack) -> None:
         """Fail now, before any output or question, when the stack cannot run: no usable Pulumi CLI, no
         passphrase (asked here once when it is not in the environment)."""
-        check_pulumi()
+        self._cli = check_pulumi()
         self._env(stack)
 
-    def _stack(self, stack: Stack):
-        require_pulumi()
+    def _project(self):
+        """None when the root has a Pulumi.yaml; else the settings the Automation API writes there (inline)."""
         from pulumi import automation as auto
 
+        if any((self.root / f"Pulumi.{ext}").exists() for ext in ("yaml", "yml", "json")):
+            return None
+        return auto.ProjectSettings(name="inferry", runtime="python", main=str(self.root))
+
+    def _stack(self, stack: Stack):
+        from pulumi import automation as auto
+
+        from infra.lifecycle.eventstack import CheckedCommand, EventStack
         from infra.program import main
 
-        opts = auto.LocalWorkspaceOptions(work_dir=str(self.root), env_vars=self._env(stack),
-                                          secrets_provider="passphrase")
-        try:
-            return auto.create_or_select_stack(stack.name, project_name="inferry", program=main, opts=opts)
-        except FileNotFoundError:
-            raise PulumiMissingError("the Pulumi CLI (`pulumi`) could not be run", INSTALL) from None
-        except auto.CommandError as e:
-            raise _command_error(stack, "stack select", e) from None
+        self._cli = self._cli or check_pulumi()
+        ws = auto.LocalWorkspace(work_dir=str(self.root), program=main, env_vars=self._env(stack),
+                                 secrets_provider="passphrase", pulumi_command=CheckedCommand(*self._cli),
+                                 project_settings=self._project())
+        return EventStack.open(stack.name, ws)
 
     def _run(self, stack: Stack, action: str, progress: Progress | None = None) -> Any:
         """Run one Automation API command; a failure becomes an InferryError with the engine's own errors."""
         from pulumi import automation as auto
 
+        from infra.lifecycle.eventstack import Seen
+
         ws_stack = self._stack(stack)
         errors: list[str] = []
+        ws_stack.seen = seen = Seen(action)
 
         def on_event(event: Any) -> None:
+            seen(event)
             line = describe(event, preview=action == "preview")
             if line and progress is not None:
                 progress(line)
@@ -119,11 +129,13 @@ class AutomationDeployer:
 
         try:
             if action in ("outputs", "export_stack"):
-                return getattr(ws_stack, action)()
+                return ws_stack.run(action)
             kwargs = {"on_event": on_event, "config_file": self._config_file(stack)}
             if action != "preview":  # the summary read after the run would carry decrypted config secrets otherwise
                 kwargs["show_secrets"] = False
-            return getattr(ws_stack, action)(**kwargs)
+            return ws_stack.run(action, **kwargs)
+        except FileNotFoundError:
+            raise PulumiMissingError("the Pulumi CLI (`pulumi`) could not be run", INSTALL) from None
         except auto.ConcurrentUpdateError:
             raise InferryError(f"another update of stack {stack.name} is running",
                                f"wait for it, or if it died: pulumi cancel --stack {stack.name}",

@@ -23,8 +23,9 @@ def require_pulumi() -> str:
     return exe
 
 
-def check_pulumi() -> str:
-    """The `pulumi` executable once it has run (`pulumi version`); PulumiMissingError when it cannot."""
+def check_pulumi() -> tuple[str, str]:
+    """(the `pulumi` executable, the version it printed) once it has run `pulumi version`; PulumiMissingError
+    when it cannot."""
     import os
     import subprocess
 
@@ -39,7 +40,7 @@ def check_pulumi() -> str:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
         raise PulumiMissingError(f"the Pulumi CLI at {exe} does not run (`pulumi version` exit {done.returncode}: "
                                  f"{last})", INSTALL)
-    return exe
+    return exe, done.stdout.strip()
 
 
 def logged_in(environ: Mapping[str, str]) -> bool:

@@ -49,9 +49,12 @@ def test_every_command_of_the_app_is_dispatched_to_the_module_that_registers_it(
      {"boto3", "botocore", "pulumi", "jinja2", "rich", "infra.lifecycle.deployer"}),
     (("weights", "pull", "/nonexistent-folder", "--endpoint", "http://127.0.0.1:9", "--bucket", "abc",
       "--prefix", "m"), {"boto3", "pulumi", "jinja2", "infra.stack.config", "infra.lifecycle.deployer"}),
+    (("weights", "push", "/nonexistent-folder", "--endpoint", "http://127.0.0.1:9", "--bucket", "abc",
+      "--prefix", "m"), {"boto3", "pulumi", "jinja2", "infra.stack.config", "infra.lifecycle.deployer"}),
 ])
 def test_a_command_imports_only_what_it_needs(args, absent, monkeypatch):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}  # fails before any request
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env |= {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}  # gets past the settings, fails on the folder
     found = _imported(*args, env=env)
     assert not absent & set(found), f"inferry {args[0]} imported {sorted(absent & set(found))}"
 

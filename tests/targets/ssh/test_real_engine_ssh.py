@@ -118,9 +118,11 @@ def test_second_up_changes_nothing_on_any_host(world):
     assert [(ops_log(h), len(h.engine_starts())) for h in world.hosts] == before
 
 
-def test_up_never_has_the_cli_decrypt_secrets_it_does_not_need(world, tmp_path):
-    """Every `pulumi` the Automation API runs, as the CLI saw it: no secret in argv, and the summary it reads
-    after the update (`stack history`) is asked for without --show-secrets (no decrypted config in memory)."""
+def test_up_runs_the_cli_twice_and_never_has_it_decrypt_secrets(world, tmp_path):
+    """Every `pulumi` an `inferry up` runs, as the CLI saw it: `version` once (inferry's check; the Automation
+    API's own is skipped), then `up --stack NAME` and nothing else: no `stack select`, and no `stack output`
+    twice and `stack history` after it (outputs and change counts come from the update's own events); no
+    secret in argv, no --show-secrets."""
     shim, log = tmp_path / "bin", tmp_path / "pulumi-argv.log"
     shim.mkdir()
     real = subprocess.run(["sh", "-c", "command -v pulumi"], env=world.project.env, capture_output=True, text=True,
@@ -132,9 +134,19 @@ def test_up_never_has_the_cli_decrypt_secrets_it_does_not_need(world, tmp_path):
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     calls = log.read_text().splitlines()
-    history = [c for c in calls if " history " in f" {c} "]
-    assert history and not any("--show-secrets" in c for c in history), calls
+    commands = [next(w for w in c.split() if not w.startswith("-")) for c in calls]
+    assert commands == ["version", "up"] and "--stack two" in calls[1], calls
+    assert not any("--show-secrets" in c for c in calls), calls
+    assert f"endpoint: http://{world.hosts[0].address}:8080/v1" in r.stdout, r.stdout
     assert not any(secret in c for c in calls for secret in (API_KEY, *S3_KEYS)), calls
+    log.unlink()
+    r = subprocess.run([*world.project.inferry_argv(), "outputs", "two"], cwd=world.project.folder, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and f"http://{world.hosts[0].address}:8080/v1" in r.stdout, r.stdout + r.stderr
+    calls = log.read_text().splitlines()
+    commands = [[w for w in c.split() if not w.startswith("-")][:2] for c in calls]
+    # `stack output` once, never --show-secrets: the Automation API runs it twice, the second decrypting
+    assert commands == [["version"], ["stack", "output"]] and not any("--show-secrets" in c for c in calls), calls
 
 
 def test_verify_weights_hashes_every_file_again_and_repairs_only_that(world):
