@@ -7,7 +7,8 @@ and standard deviation of wall-clock seconds, the median CPU seconds (user + sys
 machine the wall clock swings with the load, CPU time much less), and the modules that cost most to import (`python -X importtime`,
 cumulative, one run). A bare `python -c pass` is the floor. Target: `inferry plan` and
 `inferry validate` <= 0.2 s. With `--before DIR` (an older checkout, e.g. `git archive REV | tar -x -C
-DIR`), each command also runs from there, interleaved, with the same interpreter.
+DIR`), each command also runs from there, interleaved, with the same interpreter (and `--before-site`
+first on its path: packages it ran with that differ, such as typer 0.29).
 """
 from __future__ import annotations
 
@@ -30,11 +31,13 @@ CASES = {
 }
 
 
-def timed(args: list[str], env: dict[str, str], root: Path = ROOT) -> tuple[float, float]:
-    """(wall, CPU) seconds of one whole process, run from the checkout at root; exits the bench when it fails."""
+def timed(args: list[str], env: dict[str, str], root: Path = ROOT, site: str = "") -> tuple[float, float]:
+    """(wall, CPU) seconds of one whole process, run from the checkout at root (packages in `site` first);
+    exits the bench when it fails."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, *args], env={**env, "PYTHONPATH": str(root)}, cwd=root,
+    path = os.pathsep.join(p for p in (site, str(root)) if p)
+    proc = subprocess.run([sys.executable, *args], env={**env, "PYTHONPATH": path}, cwd=root,
                           stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, text=True)
     secs = time.perf_counter() - t0
@@ -63,18 +66,21 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--top", type=int, default=6)
     ap.add_argument("--before", type=Path, default=None, help="an older checkout to compare with")
+    ap.add_argument("--before-site", default="", help="packages the older checkout ran with, first on its path "
+                    "(e.g. `pip install --no-deps --target DIR typer==0.29.2`)")
     args = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     roots = {"": ROOT} | ({" (before)": args.before.resolve()} if args.before else {})
     runs = [(name + tag, argv, root) for name, argv in CASES.items() for tag, root in roots.items()
             if not (tag and name.startswith("python"))]
     times: dict[str, list[tuple[float, float]]] = {name: [] for name, _, _ in runs}
+    site = {ROOT: ""} | ({args.before.resolve(): args.before_site} if args.before else {})
     for _ in range(args.warmup):
         for _, argv, root in runs:
-            timed(argv, env, root)
+            timed(argv, env, root, site[root])
     for _ in range(args.runs):  # interleaved: load from other jobs falls on every command alike
         for name, argv, root in runs:
-            times[name].append(timed(argv, env, root))
+            times[name].append(timed(argv, env, root, site[root]))
     print(f"{args.runs} runs each after {args.warmup} warm-up, interleaved; {os.cpu_count()} cores\n")
     print("| command | median s | best s | mean s | stdev s | CPU s (median) |")
     print("|---|---|---|---|---|---|")
