@@ -9,6 +9,9 @@ from pathlib import Path
 
 from infra.errors import PulumiMissingError
 
+# The oldest CLI inferry drives: it streams engine events over gRPC (3.206), which outputs and change counts
+# are read from (infra/lifecycle/eventstack.py). scripts/tools.sh builds 3.274.1.
+MIN_VERSION = (3, 206, 0)
 STATE_DIR = ".inferry/state"  # git-ignored: the local file backend when no other backend is configured
 INSTALL = ("install the Pulumi CLI: curl -fsSL https://get.pulumi.com | sh (https://www.pulumi.com/docs/install/); "
            "without internet access, `bash scripts/tools.sh` builds it from Go modules")
@@ -40,7 +43,19 @@ def check_pulumi() -> tuple[str, str]:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
         raise PulumiMissingError(f"the Pulumi CLI at {exe} does not run (`pulumi version` exit {done.returncode}: "
                                  f"{last})", INSTALL)
-    return exe, done.stdout.strip()
+    version = done.stdout.strip()
+    if _version_tuple(version) < MIN_VERSION:
+        raise PulumiMissingError(f"the Pulumi CLI at {exe} is {version or 'of no version'}; inferry needs "
+                                 f"v{'.'.join(map(str, MIN_VERSION))} or newer", INSTALL)
+    return exe, version
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    """(3, 274, 1) of "v3.274.1" (or of "3.274.1-dev.0"); () when it is not a version."""
+    import re
+
+    found = re.match(r"v?(\d+)\.(\d+)\.(\d+)", text)
+    return tuple(int(g) for g in found.groups()) if found else ()
 
 
 def logged_in(environ: Mapping[str, str]) -> bool:

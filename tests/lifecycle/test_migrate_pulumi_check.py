@@ -39,3 +39,17 @@ def test_migrate_copies_nothing_without_a_usable_pulumi(cli, tmp_path, s3_server
     assert r.exit_code == 1 and INSTALL in r.output, r.output
     assert "copy" not in r.output and not (b.root / "weights-b").exists()  # nothing copied, no bucket made
     assert (a.root / "weights-a" / PREFIX / "inferry-manifest.json").is_file()
+
+
+def test_a_pulumi_cli_too_old_to_drive_is_refused_before_any_progress(cli, monkeypatch, tmp_path):
+    """inferry reads outputs from the engine's event stream over gRPC (CLI 3.206 and later): an older CLI is
+    named, with the install hint, before anything runs."""
+    fake = tmp_path / "bin" / "pulumi"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\n[ \"$1\" = version ] && echo v3.100.0 && exit 0\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{NO_PULUMI}")
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "x")
+    r = cli("up", "eu-ssh")
+    assert r.exit_code == 1 and "v3.100.0" in r.output and "v3.206.0 or newer" in r.output, r.output
+    assert INSTALL in r.output and "updating" not in r.output and "Traceback" not in r.output, r.output
