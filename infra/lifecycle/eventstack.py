@@ -5,8 +5,9 @@ with --show-secrets) and `pulumi stack history`: three more CLI starts (about 1 
 the outputs and change counts the update's event stream already carried (the root stack's outputs event,
 the summary event, the last one before the engine closes the stream). While a command runs with a `Seen`
 attached, `EventStack` answers `outputs()` and `info()` from it; without one, or when an event is missing,
-it asks the CLI as the Automation API does. Secret outputs stay masked ("[secret]"): nothing decrypted.
-The same for `pulumi version` (inferry ran it already: CheckedCommand) and `pulumi stack select` (EventStack.open).
+it asks the CLI (`stack output --json` once; `stack history`). Secret outputs stay masked ("[secret]"):
+nothing is decrypted for them. Two more CLI starts are saved the same way: `pulumi version` (inferry ran it
+already: CheckedCommand) and `pulumi stack select` (EventStack.open).
 """
 from __future__ import annotations
 
@@ -61,8 +62,10 @@ class CheckedCommand(auto.PulumiCommand):
     def __init__(self, exe: str, version: str):  # noqa: the base's __init__ only runs `pulumi version`
         from semver import VersionInfo
 
+        from infra.lifecycle.pulumicli import version_tuple
+
         self.command = exe
-        self.version = VersionInfo.parse(version.removeprefix("v"))
+        self.version = VersionInfo(*version_tuple(version))  # check_pulumi made sure it has three numbers
 
 
 class EventStack(auto.Stack):

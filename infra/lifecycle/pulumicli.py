@@ -44,13 +44,13 @@ def check_pulumi() -> tuple[str, str]:
         raise PulumiMissingError(f"the Pulumi CLI at {exe} does not run (`pulumi version` exit {done.returncode}: "
                                  f"{last})", INSTALL)
     version = done.stdout.strip()
-    if _version_tuple(version) < MIN_VERSION:
+    if version_tuple(version) < MIN_VERSION:
         raise PulumiMissingError(f"the Pulumi CLI at {exe} is {version or 'of no version'}; inferry needs "
                                  f"v{'.'.join(map(str, MIN_VERSION))} or newer", INSTALL)
     return exe, version
 
 
-def _version_tuple(text: str) -> tuple[int, ...]:
+def version_tuple(text: str) -> tuple[int, ...]:
     """(3, 274, 1) of "v3.274.1" (or of "3.274.1-dev.0"); () when it is not a version."""
     import re
 
