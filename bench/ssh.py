@@ -1,6 +1,7 @@
 """Benchmark: `inferry up` against pyinfra doing the same operations, both whole commands as automation runs them.
 
-Run as root after `bash scripts/test.sh` built the tools: `python bench/ssh.py [--hosts 1 4 8] [--repeat 5]`.
+Run as root after `bash scripts/test.sh` built the tools and `.venv/bin/pip install -e '.[bench]'` installed
+pyinfra: `python bench/ssh.py [--hosts 1 4 8] [--repeat 5]`.
 inferry: `inferry up STACK` (the CLI, the real Pulumi engine, rolling rollout, no load balancer). pyinfra: its own
 CLI, `pyinfra -y INVENTORY DEPLOY` (no diff-and-confirm phase, its gevent patching), running the same fact probe,
 putting the same files with the same modes, restarting only when a file changed or the engine is down, then the
