@@ -149,7 +149,8 @@ class StackLoader(yaml.SafeLoader):
     def construct_object(self, node: Any, deep: bool = False) -> Any:
         try:
             return super().construct_object(node, deep)
-        except (ValueError, KeyError, AttributeError, TypeError, OverflowError):  # PyYAML's own on bad scalars
+        # PyYAML's own on bad scalars (`!!int ""` is an IndexError)
+        except (ValueError, KeyError, IndexError, AttributeError, TypeError, OverflowError):
             text = short(node.value) if isinstance(node, yaml.ScalarNode) else "this value"
             raise StackYAMLError(f"cannot read {text} as {node.tag.replace(_TAG, '!!')}", node.start_mark,
                                  "fix the value, or its tag") from None

@@ -71,6 +71,13 @@ def test_yaml_syntax_error_has_line_and_column(tmp_path):
     assert re.search(r"line \d+, column \d+", msg)
 
 
+@pytest.mark.parametrize("value, tag", [('!!int ""', "!!int"), ('!!float "x"', "!!float"), ("!!bool maybe", "!!bool")])
+def test_an_explicit_tag_on_a_value_of_another_form_is_refused_with_its_place(tmp_path, value, tag):
+    path = write(tmp_path, f"config:\n  inferry:deployment:\n    model: {value}\n")
+    [msg] = problems(path)
+    assert re.search(r"line 3, column \d+", msg) and f"as {tag}" in msg and "cannot read" in msg, msg
+
+
 def test_unknown_key_did_you_mean(tmp_path):
     path = mutate(tmp_path, ("max_model_len: 32768", "max_model_lenn: 32768"))
     assert problems(path) == ["engine.max_model_lenn: unknown key; did you mean 'max_model_len'?"]
