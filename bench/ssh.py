@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -21,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.up import timed  # noqa: E402
+from bench.up import header, row, timed  # noqa: E402
 
 MODEL, API_KEY = "llama-3.1-8b-instruct", "sk-bench-" + "5" * 24
 CACHE, WEIGHTS = "/var/lib/inferry/weights", f"/srv/models/{MODEL}"
@@ -154,15 +153,11 @@ def main() -> None:
     with HostNetwork() as network:
         server = S3Server(tmp / "s3", *KEYS, network.gateway, 0).start()
         try:
-            print(f"{'hosts':>5} {'run':>6} {'inferry up median (best)':>26} {'pyinfra -y median (best)':>26} "
-                  f"{'ratio median':>12} {'ratio best':>10}")
+            print(header("inferry up", "pyinfra -y"))
             for n in args.hosts:
                 rows = bench(network, server, tmp, n, args.repeat)
                 for run in RUNS:
-                    a, b = rows[f"inferry {run}"], rows[f"pyinfra {run}"]
-                    print(f"{n:>5} {run:>6} {statistics.median(a):>17.2f}s ({min(a):.2f}s) "
-                          f"{statistics.median(b):>17.2f}s ({min(b):.2f}s) "
-                          f"{statistics.median(a) / statistics.median(b):>12.2f} {min(a) / min(b):>10.2f}", flush=True)
+                    print(row(n, run, rows[f"inferry {run}"], rows[f"pyinfra {run}"]), flush=True)
         finally:
             server.stop()
 

@@ -62,6 +62,19 @@ def timed(cmd: list[str], project, env: dict) -> float:
     return seconds
 
 
+def header(left: str, right: str) -> str:
+    """The column heads of a two-tool table (bench/ssh.py prints the same)."""
+    return (f"{'hosts':>5} {'run':>6} {left + ' median (best)':>26} {right + ' median (best)':>26} "
+            f"{'ratio median':>12} {'ratio best':>10}")
+
+
+def row(hosts: int, run: str, a: list[float], b: list[float]) -> str:
+    """One line: each side's median (best) seconds, and a/b of the medians and of the bests."""
+    ma, mb = statistics.median(a), statistics.median(b)
+    return (f"{hosts:>5} {run:>6} {ma:>17.2f}s ({min(a):.2f}s) {mb:>17.2f}s ({min(b):.2f}s) "
+            f"{ma / mb:>12.2f} {min(a) / min(b):>10.2f}")
+
+
 def bench(network, server, tmp: Path, n: int, repeat: int) -> dict[str, list[float]]:
     """Seconds per round for each (tool, run) on n fresh hosts."""
     from tests.support.realengine import Project
@@ -117,14 +130,11 @@ def main() -> None:
             (model / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}')
             (model / "model.safetensors").write_bytes(os.urandom(8 << 20))
             push(StoreSettings(server.endpoint, server.region, "inferry-weights", *KEYS), model, MODEL, show=False)
-            print(f"{'hosts':>5} {'run':>6} {'engine median (best)':>22} {'direct median (best)':>22} {'ratio':>6}")
+            print(header("engine", "direct"))
             for n in args.hosts:
                 rows = bench(network, server, tmp, n, args.repeat)
                 for run in ("first", "no-op"):
-                    e, d = rows[f"engine {run}"], rows[f"direct {run}"]
-                    print(f"{n:>5} {run:>6} {statistics.median(e):>13.2f}s ({min(e):.2f}s) "
-                          f"{statistics.median(d):>13.2f}s ({min(d):.2f}s) "
-                          f"{statistics.median(e) / statistics.median(d):>6.2f}", flush=True)
+                    print(row(n, run, rows[f"engine {run}"], rows[f"direct {run}"]), flush=True)
         finally:
             server.stop()
 

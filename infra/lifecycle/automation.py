@@ -131,7 +131,7 @@ class AutomationDeployer:
             if action in ("outputs", "export_stack"):
                 return ws_stack.run(action)
             kwargs = {"on_event": on_event, "config_file": self._config_file(stack)}
-            if action != "preview":  # the summary read after the run would carry decrypted config secrets otherwise
+            if action != "preview":  # a summary read from `stack history` (no summary event) would decrypt config
                 kwargs["show_secrets"] = False
             return ws_stack.run(action, **kwargs)
         except FileNotFoundError:
