@@ -62,6 +62,19 @@ def say_example(s: Stack) -> None:
         err.print(f"note: no Pulumi.{s.name}.yaml in {folder}: using the bundled example {s.path}", markup=False)
 
 
+def load_checked(stack: str, uses: frozenset[str] | None = None, own: frozenset[str] = frozenset()) -> Stack:
+    """The stack, past the one gate (`inferry validate`'s checks): its warnings on stderr; a stack validate
+    refuses raises ConfigError with the same bullets, so nothing is rendered, planned or deployed from it."""
+    from infra.stack.stackfile import load_stack
+    from infra.stack.validate import require_valid
+
+    s = load_stack(stack, uses=uses)
+    say_example(s)
+    for w in require_valid(s.deployment, s.source, own):
+        err.print(f"  warning: {w.render()}", markup=False)
+    return s
+
+
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Run a command; an InferryError prints cleanly and exits 1."""
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cli.common import confirm, handle_errors, out
+from cli.common import confirm, handle_errors, load_checked, out
 from infra.errors import InferryError
 from infra.lifecycle.deployer import Deployer, endpoints
 from infra.stack.stackfile import Stack, load_stack
@@ -36,7 +36,7 @@ def say(line: str) -> None:
 @handle_errors
 def preview(stack: str = typer.Argument(..., help=STACK_HELP)) -> None:
     """Show what `inferry up` would change."""
-    s = load_stack(stack)
+    s = load_checked(stack)
     deployer = make_deployer()
     deployer.check(s)  # a missing Pulumi CLI is said before any progress line
     say(f"previewing {s.name}")
@@ -55,7 +55,7 @@ def up(stack: str = typer.Argument(..., help=STACK_HELP),
 
     if verify_weights:  # the dynamic-provider plugin inherits the environment through the Pulumi CLI
         os.environ[VERIFY_WEIGHTS] = "1"
-    s = load_stack(stack)
+    s = load_checked(stack)
     deployer = make_deployer()
     deployer.check(s)
     say(f"updating {s.name}")
@@ -119,7 +119,7 @@ def migrate(
     from infra.lifecycle.drain import Drain
     from infra.lifecycle.migrate import Migration
 
-    a, b = load_stack(source), load_stack(target)
+    a, b = load_stack(source), load_checked(target)
     deployer = make_deployer()
     for s in (a, b):  # bring-up and destroy need the Pulumi CLI: find out before any weights are copied
         deployer.check(s)

@@ -10,13 +10,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from cli.common import err, handle_errors, out, say_example
+from cli.common import err, handle_errors, load_checked, out
 from infra.sizing.catalog import GIB
 from infra.sizing.measurements import load_measured_tps
 from infra.sizing.modelinfo import Reader
 from infra.sizing.fit import fix_text, plan_with_fixes
 from infra.sizing.plan import Plan
-from infra.stack.stackfile import Stack, load_stack
+from infra.stack.stackfile import Stack
 from infra.sizing.suggest import Option, suggest, why_no_option
 
 WIDTH = 120  # tables stay readable when stdout is not a terminal (rich falls back to 80 columns)
@@ -100,8 +100,8 @@ def plan(
     from_store: bool = typer.Option(False, "--from-store", help="read config.json from the weight store"),
 ) -> None:
     """Will the model fit (weights + KV cache), on which GPU, at what cost per million tokens."""
-    s = load_stack(stack, uses=STORE_SECRETS if from_store else frozenset())  # no other secret is read
-    say_example(s)
+    # No other secret is read; sizing's findings are this command's own table, verdict and fix.
+    s = load_checked(stack, uses=STORE_SECRETS if from_store else frozenset(), own=frozenset({"sizing"}))
     measured = load_measured_tps(s.name)
     read = _store_reader(s) if from_store else None
     p = plan_with_fixes(s.deployment, measured.tokens_per_second if measured else None, read=read)

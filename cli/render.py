@@ -6,9 +6,8 @@ from pathlib import Path
 
 import typer
 
-from cli.common import handle_errors, out
+from cli.common import handle_errors, load_checked, out
 from infra.errors import InferryError
-from infra.stack.stackfile import load_stack
 
 STACK_HELP = "a stack name under stacks/ (e.g. eu-ssh) or a path to a stack file"
 
@@ -34,7 +33,7 @@ def render_cmd(
 
     if (out_dir is None) == (not as_json):
         raise InferryError("give exactly one of --out DIR or --json", "e.g. inferry render eu-ssh --out out/eu-ssh")
-    s = load_stack(stack)
+    s = load_checked(stack)
     if as_json:
         spec = render.ssh_spec(s) if s.deployment.target.kind == "ssh" else service_spec(s.deployment)
         out.print(json.dumps(render.service_json(spec), indent=2, sort_keys=True), markup=False)

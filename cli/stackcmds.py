@@ -5,11 +5,10 @@ from pathlib import Path
 
 import typer
 
-from cli.common import err, handle_errors, out, say_example
-from infra.errors import ConfigError, InferryError
+from cli.common import err, handle_errors, load_checked, out
+from infra.errors import InferryError
 from infra.stack.project import in_project, project_root
-from infra.stack.stackfile import load_stack, stack_path
-from infra.stack.validate import findings
+from infra.stack.stackfile import stack_path
 
 STACK_HELP = "a stack name under stacks/ (e.g. eu-ssh) or a path to a stack file"
 
@@ -17,14 +16,7 @@ STACK_HELP = "a stack name under stacks/ (e.g. eu-ssh) or a path to a stack file
 @handle_errors
 def validate(stack: str = typer.Argument(..., help=STACK_HELP)) -> None:
     """Check a stack file: prints OK, or one bullet per problem and exits 1."""
-    s = load_stack(stack)
-    say_example(s)
-    found = findings(s.deployment)
-    errors = [p for p in found if p.severity == "error"]
-    for w in (p for p in found if p.severity == "warning"):
-        err.print(f"  warning: {w.render()}", markup=False)
-    if errors:
-        raise ConfigError(s.source, errors)
+    s = load_checked(stack)
     d = s.deployment
     where = f"{len(d.target.hosts)} ssh host(s)" if d.target.kind == "ssh" else f"kubernetes ns {d.target.namespace}"
     out.print(f"OK {s.source}: {d.model.name} with {d.engine.kind} on {where} at {d.provider.name} "

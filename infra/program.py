@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from infra.errors import InferryError
-from infra.sizing.fit import require_fit
 from infra.stack.stackfile import Stack, load_from_pulumi
+from infra.stack.validate import require_valid
 
 
 def build(stack: Stack) -> dict[str, Any]:
@@ -13,7 +13,10 @@ def build(stack: Stack) -> dict[str, Any]:
     from infra.storage.component import build_storage
 
     d = stack.deployment
-    require_fit(d)  # refuse before creating anything: an infeasible stack fails `pulumi preview`
+    # The gate of every command: what `inferry validate` refuses (a flag the engine rejects, a stack that does
+    # not fit) fails `pulumi preview` and `pulumi up` before anything is created.
+    for warning in require_valid(d, stack.source):
+        _warn(warning.render())
     return {
         **build_storage(d),
         **_target(stack),
@@ -23,6 +26,12 @@ def build(stack: Stack) -> dict[str, Any]:
         "provider": d.provider.name,
         "region": d.provider.region,
     }
+
+
+def _warn(text: str) -> None:
+    import pulumi
+
+    pulumi.log.warn(text)
 
 
 def _target(stack: Stack) -> dict[str, Any]:

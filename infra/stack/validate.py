@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from infra.stack.checks import cross_checks
 from infra.stack.config import Deployment
-from infra.errors import InferryError, Problem
+from infra.errors import ConfigError, InferryError, Problem
 from infra.stack.problems import bounded, problems_from_validation, repaired
 
 # Each check returns findings (errors and warnings); engines, sizing and targets add theirs here.
@@ -18,7 +18,7 @@ Check = Callable[[Deployment], list[Problem]]
 REPAIR_ROUNDS = 3
 
 
-def _checks() -> list[Check]:
+def _checks() -> dict[str, Check]:
     # Imported lazily so a broken optional module cannot break loading the config itself.
     from infra.engines.checks import engine_checks
     from infra.sizing.fit import sizing_problems
@@ -26,19 +26,35 @@ def _checks() -> list[Check]:
     from infra.targets.kubernetes.checks import check_kubernetes
     from infra.targets.ssh.checks import ssh_checks
 
-    checks: list[Check] = [sizing_problems, engine_checks, check_kubernetes, ssh_checks, storage_checks]
-    return checks
+    return {"sizing": sizing_problems, "engine": engine_checks, "kubernetes": check_kubernetes,
+            "ssh": ssh_checks, "storage": storage_checks}
 
 
-def findings(d: Deployment) -> list[Problem]:
+def findings(d: Deployment, skip: frozenset[str] = frozenset()) -> list[Problem]:
     """All findings for a schema-valid deployment, each found value cut short (checks may quote a whole
     user value there). Sizing knows the memory: where it refuses a field, its fix replaces the engine rule's
-    on the same field (one bullet for max_model_len above the model's context, with a fix that fits)."""
+    on the same field (one bullet for max_model_len above the model's context, with a fix that fits).
+    skip: checks (by name) the caller reports its own way (`plan` shows sizing as a table)."""
     found: list[Problem] = []
-    for check in _checks():
-        sized = {p.path for p in found if p.severity == "error"}
-        found += [p for p in check(d) if p.severity != "error" or p.path not in sized]
+    refused: set[str] = set()  # fields an earlier check refused, skipped checks included
+    for name, check in _checks().items():
+        new = [p for p in check(d) if p.severity != "error" or p.path not in refused]
+        refused |= {p.path for p in new if p.severity == "error"}
+        if name not in skip:
+            found += new
     return [bounded(p) for p in found]
+
+
+def require_valid(d: Deployment, source: str, own: frozenset[str] = frozenset()) -> list[Problem]:
+    """The one gate every command that renders, plans or deploys passes: ConfigError with exactly the bullets
+    `inferry validate` prints when it would refuse the stack; otherwise its warnings. own: checks (by name)
+    whose errors the caller reports its own way when they are the only ones (`plan` shows sizing's)."""
+    others = findings(d, skip=own)
+    errors = [p for p in findings(d) if p.severity == "error"] if own else \
+        [p for p in others if p.severity == "error"]
+    if errors and any(p.severity == "error" for p in others):
+        raise ConfigError(source, errors)
+    return [p for p in others if p.severity != "error"]
 
 
 def checked(raw: Any) -> tuple[Deployment | None, list[Problem]]:

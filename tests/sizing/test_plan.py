@@ -167,9 +167,13 @@ TRTLLM = {"kind": "tensorrt-llm", "quantization": "fp8", "gpu_memory_utilization
 def test_tensorrt_llm_fp8_needs_fp8_hardware(cli, tmp_path):
     code, doc = plan_json(cli, make_stack(tmp_path, "t", engine=TRTLLM, provider={"gpu": "H100-80GB"}))
     assert code == 0 and doc["fits"]
-    code, doc = plan_json(cli, make_stack(tmp_path, "t2", engine=TRTLLM, provider={"gpu": "A100-80GB"}))
-    assert code == 1 and "no FP8" in doc["reason"]
-    assert doc["fixes"] and doc["fixes"][0]["field"] == "provider.gpu"
+    a100 = make_stack(tmp_path, "t2", engine=TRTLLM, provider={"gpu": "A100-80GB"})
+    planned, validated = cli("plan", a100, "--json"), cli("validate", a100)
+    # One gate: plan refuses what validate refuses, with the same bullet, and prints no JSON for it.
+    assert planned.exit_code == validated.exit_code == 1 and planned.stdout == ""
+    bullets = [ln for ln in validated.stderr.splitlines() if ln.lstrip().startswith("•")]
+    assert bullets and any("engine.quantization" in b and "8.9" in b for b in bullets)
+    assert all(b in planned.stderr for b in bullets)
 
 
 def test_vllm_fp8_on_a100_warns(cli, tmp_path):

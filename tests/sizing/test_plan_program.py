@@ -6,7 +6,7 @@ import json
 import pulumi
 import pytest
 
-from infra.errors import SizingError
+from infra.errors import ConfigError
 from tests.conftest import STACKS
 from tests.support.harness import run, stack_config
 
@@ -28,19 +28,20 @@ def test_infeasible_stack_fails_the_program():
         mocks, _ = run(main, config, secret)
 
 
-def test_build_raises_sizing_error_with_the_reason_and_a_fix():
+def test_build_refuses_a_stack_that_does_not_fit_with_validates_bullet():
     from infra.program import build
     from infra.stack.stackfile import load_from_pulumi
 
     config, secret = _config()
-    seen: list[SizingError] = []
+    seen: list[ConfigError] = []
 
     def program():
         try:
             build(load_from_pulumi())
-        except SizingError as e:
+        except ConfigError as e:
             seen.append(e)
 
     mocks, _ = run(program, config, secret)
-    assert seen and "exceed" in seen[0].message and seen[0].fix
+    assert seen and seen[0].paths == ["provider.gpu"]
+    assert "exceed" in seen[0].problems[0].message and "set engine.tensor_parallel_size" in seen[0].problems[0].hint
     assert mocks.resources == [] or all(r.type.startswith("pulumi:") for r in mocks.resources)
