@@ -29,13 +29,37 @@ def init(
     target: str = typer.Option("ssh", help="ssh | kubernetes"),
     engine: str = typer.Option("vllm", help="vllm | tensorrt-llm"),
 ) -> None:
-    """Write a commented stack file that validates; never overwrites."""
+    """Write a commented stack file that validates (never overwrites); a stack NAME in a folder that is not a
+    Pulumi project also makes the folder one (Pulumi.yaml, __main__.py), so `pulumi up` runs there too."""
     from infra.stack.initfile import render_init  # jinja2: only `init` renders a template
 
     _, path = stack_path(stack, examples=False)
-    if path.exists():
+    named = path.parent.resolve() == (project_root() / "stacks").resolve()  # a name, not a path
+    made = _make_project(project_root()) if named and not in_project() else []
+    if path.exists() and not made:
         raise InferryError(f"{path} already exists", "choose another stack name or delete the file first")
-    text = render_init(target, engine)
+    if path.exists():
+        out.print(f"kept {path.resolve()} (it exists)", markup=False)
+    else:
+        _write_new(path, render_init(target, engine), stack)
+        out.print(f"wrote {path.resolve()}", markup=False)
+    for f in made:
+        out.print(f"wrote {f.resolve()}", markup=False)
+    if made:
+        err.print(f"{project_root()} is now a Pulumi project: `inferry up {stack}` and `pulumi up --stack {stack}` "
+                  "typed here run the same program (__main__.py), stack files (stacks/) and state", markup=False)
+    elif named:
+        err.print(f"stack names resolve in {project_root()} (its Pulumi project): run inferry there", markup=False)
+    out.print(f"next: edit it, then run: inferry validate {stack}", markup=False)
+
+
+def _make_project(root: Path) -> list[Path]:
+    from infra.lifecycle.projectfiles import make_project
+
+    return make_project(root)
+
+
+def _write_new(path: Path, text: str, stack: str) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "x", encoding="utf-8") as fh:  # "x": never clobber a file that appeared meanwhile
@@ -43,11 +67,6 @@ def init(
     except OSError as e:
         raise InferryError(f"cannot write {e.filename or path}: {e.strerror}", "pass a path in a writable folder "
                            "(no file in the way of its folders)", where=stack) from None
-    out.print(f"wrote {path.resolve()}; edit it, then run: inferry validate {stack}", markup=False)
-    root = project_root()
-    if path.parent.resolve() == (root / "stacks").resolve():  # named, not a path: say where names resolve
-        why = "its Pulumi project" if in_project() else "no Pulumi.yaml here or above, so the current folder"
-        err.print(f"stack names resolve in {root} ({why}): run inferry there", markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -2,6 +2,7 @@
 # Build (or find) the external programs the suite drives, from Go modules: the Pulumi CLI and its Python plugins,
 # Docker Compose v2, and for Kubernetes a control plane (kube-apiserver, controller-manager, scheduler, kubectl,
 # etcd, kwok) and the Pulumi Kubernetes provider. Usage: scripts/tools.sh [all|pulumi|compose|cluster].
+# `pulumi` includes the Python language host (typed `pulumi up`), built when no official one is on PATH.
 # Idempotent and cached under $INFERRY_TOOLS (default ~/.cache/inferry/tools); prints the folder to put on
 # PATH as its last line. A `pulumi` already on PATH (the official install) wins over a build.
 set -euo pipefail
@@ -61,13 +62,41 @@ pulumi_tools() {
   fi
   go_build pulumi "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi@$PULUMI_VERSION" \
     "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_VERSION" "osusergo grpcnotrace"
-  # The two scripts the official distribution ships beside `pulumi` for Python: the program launcher
-  # and the dynamic-provider plugin (it runs `python -u -m pulumi.dynamic`).
+  # The dynamic-provider plugin the official distribution ships beside `pulumi` (it runs
+  # `python -u -m pulumi.dynamic`); the program launcher comes with the language host (language_host).
   local sdk
   sdk=$(cd "$TOOLS/src/pulumi-$PULUMI_VERSION" && go list -m -f '{{.Dir}}' github.com/pulumi/pulumi/sdk/v3)
-  for f in cmd/pulumi-language-python-exec dist/pulumi-resource-pulumi-python; do
-    install -m 0755 "$sdk/python/$f" "$BIN/$(basename "$f")"
-  done
+  install -m 0755 "$sdk/python/dist/pulumi-resource-pulumi-python" "$BIN/pulumi-resource-pulumi-python"
+}
+
+# Pulumi's Python language host, which typed `pulumi preview|up` needs to run a project's __main__.py (the
+# Automation API's inline programs do not). The official distribution ships it; a build from Go modules cannot
+# use its own module (sdk/python/cmd/pulumi-language-python/v3: the module proxy refuses it), but up to v3.68.0
+# the same host was a package of the sdk/v3 module, which the proxy serves. That host takes the interpreter from
+# PATH (it ignores Pulumi.yaml's `virtualenv:` under a newer CLI): the project's venv must come first on PATH.
+# Its launcher script, pulumi-language-python-exec, must sit beside it: the CLI's own version's, which takes
+# the old host's arguments (a superset) and matches the Python SDK the program imports.
+LANGHOST_VERSION="${INFERRY_LANGHOST_VERSION:-v3.68.0}"
+LANGHOST_PKG="github.com/pulumi/pulumi/sdk/v3/python/cmd/pulumi-language-python"
+language_host() {
+  local found
+  found=$(command -v pulumi-language-python || true)
+  if [ -n "$found" ] && [ "$found" != "$BIN/pulumi-language-python" ]; then
+    say "using $found"
+    return 0
+  fi
+  [ -x "$BIN/pulumi-language-python" ] && [ -x "$BIN/pulumi-language-python-exec" ] || rm -f "$TOOLS/src/pulumi-language-python-$LANGHOST_VERSION/.built"
+  cached "$TOOLS/src/pulumi-language-python-$LANGHOST_VERSION" "$LANGHOST_VERSION" \
+    "pulumi-language-python $LANGHOST_VERSION" _language_host
+}
+_language_host() {
+  local sdk
+  [ -f go.mod ] || go mod init inferry.tools/pulumi-language-python
+  go get "$LANGHOST_PKG@$LANGHOST_VERSION"  # the package path first, so go.sum covers its imports
+  go build -trimpath -tags "osusergo grpcnotrace" -ldflags "-s -w" -o "$BIN/pulumi-language-python.tmp" "$LANGHOST_PKG"
+  sdk=$(go mod download -json "github.com/pulumi/pulumi/sdk/v3@$PULUMI_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  install -m 0755 "$sdk/python/cmd/pulumi-language-python-exec" "$BIN/pulumi-language-python-exec"
+  mv "$BIN/pulumi-language-python.tmp" "$BIN/pulumi-language-python"
 }
 
 # Docker Compose v2, the `docker compose` CLI plugin (Debian 12 packages only the old Python docker-compose).
@@ -132,8 +161,8 @@ cluster_tools() {
 }
 
 case "${1:-all}" in
-  all) pulumi_tools; compose_tool; cluster_tools ;;
-  pulumi) pulumi_tools ;;
+  all) pulumi_tools; language_host; compose_tool; cluster_tools ;;
+  pulumi) pulumi_tools; language_host ;;
   compose) compose_tool ;;
   cluster) cluster_tools ;;
   *) say "usage: scripts/tools.sh [all|pulumi|compose|cluster]"; exit 2 ;;

@@ -84,17 +84,19 @@ class AutomationDeployer:
 
     def check(self, stack: Stack) -> None:
         """Fail now, before any output or question, when the stack cannot run: no usable Pulumi CLI, no
-        passphrase (asked here once when it is not in the environment)."""
+        passphrase (asked here once when it is not in the environment), no project."""
         self._cli = check_pulumi()
+        self._require_project(stack)
         self._env(stack)
 
-    def _project(self):
-        """None when the root has a Pulumi.yaml; else the settings the Automation API writes there (inline)."""
-        from pulumi import automation as auto
-
-        if any((self.root / f"Pulumi.{ext}").exists() for ext in ("yaml", "yml", "json")):
-            return None
-        return auto.ProjectSettings(name="inferry", runtime="python", main=str(self.root))
+    def _require_project(self, stack: Stack) -> None:
+        """A Pulumi.yaml must be there: without one the Automation API would write its own into the folder (with
+        no stackConfigDir, so Pulumi would read a Pulumi.NAME.yaml beside it, not the stack file)."""
+        if not any((self.root / f"Pulumi.{ext}").exists() for ext in ("yaml", "yml", "json")):
+            raise InferryError(f"{self.root} is not a Pulumi project (no Pulumi.yaml here or above)",
+                               f"run `inferry init {stack.name}` in the folder that should hold the project: it "
+                               "writes Pulumi.yaml and __main__.py there and keeps a stack file that exists; "
+                               "or run inferry in your project's folder", where=stack.name)
 
     def _stack(self, stack: Stack):
         from pulumi import automation as auto
@@ -103,9 +105,9 @@ class AutomationDeployer:
         from infra.program import main
 
         self._cli = self._cli or check_pulumi()
+        self._require_project(stack)
         ws = auto.LocalWorkspace(work_dir=str(self.root), program=main, env_vars=self._env(stack),
-                                 secrets_provider="passphrase", pulumi_command=CheckedCommand(*self._cli),
-                                 project_settings=self._project())
+                                 secrets_provider="passphrase", pulumi_command=CheckedCommand(*self._cli))
         return EventStack.open(stack.name, ws)
 
     def _run(self, stack: Stack, action: str, progress: Progress | None = None) -> Any:

@@ -13,8 +13,8 @@ from infra.errors import PulumiMissingError
 # are read from (infra/lifecycle/eventstack.py). scripts/tools.sh builds 3.274.1.
 MIN_VERSION = (3, 206, 0)
 STATE_DIR = ".inferry/state"  # git-ignored: the local file backend when no other backend is configured
-INSTALL = ("install the Pulumi CLI: curl -fsSL https://get.pulumi.com | sh (https://www.pulumi.com/docs/install/); "
-           "without internet access, `bash scripts/tools.sh` builds it from Go modules")
+INSTALL = ("install the Pulumi CLI (v3.206 or newer): curl -fsSL https://get.pulumi.com | sh, then open a new shell "
+           "or add ~/.pulumi/bin to PATH (other ways: https://www.pulumi.com/docs/install/)")
 
 
 def require_pulumi() -> str:
@@ -68,12 +68,37 @@ def logged_in(environ: Mapping[str, str]) -> bool:
 
 
 def backend_env(root: Path, environ: Mapping[str, str]) -> dict[str, str]:
-    """PULUMI_BACKEND_URL for the local file backend, unless the user set or logged into another."""
-    if environ.get("PULUMI_BACKEND_URL") or logged_in(environ):
+    """PULUMI_BACKEND_URL for the local file backend, unless the user set one, the project's Pulumi.yaml names
+    one (`inferry init` writes the local state there, for typed `pulumi` too) or the user logged into one."""
+    if environ.get("PULUMI_BACKEND_URL"):
+        return {}
+    named = project_backend(root)
+    if named:
+        if named.startswith("file://") and not named.startswith("file://~"):  # relative paths: from root
+            (root / named.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
+        return {}
+    if logged_in(environ):
         return {}
     state = root / STATE_DIR
     state.mkdir(parents=True, exist_ok=True)
     return {"PULUMI_BACKEND_URL": f"file://{state}"}
+
+
+def project_backend(root: Path) -> str | None:
+    """The backend URL the project's Pulumi.yaml names, if any."""
+    import yaml
+
+    for ext in ("yaml", "yml"):
+        path = root / f"Pulumi.{ext}"
+        if path.is_file():
+            try:
+                doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+            except (OSError, yaml.YAMLError):
+                return None
+            backend = doc.get("backend") if isinstance(doc, dict) else None
+            url = backend.get("url") if isinstance(backend, dict) else None
+            return url if isinstance(url, str) and url else None
+    return None
 
 
 def provider_python(environ: Mapping[str, str]) -> dict[str, str]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from infra.stack.secretfix import plain_text_fix
 from infra.errors import Problem
 
 # Field names whose values are secrets: never echo what was found there.
@@ -162,7 +163,7 @@ def problem_from_error(root: type[BaseModel], err: dict, prefix: str = "") -> Pr
         return Problem(path, "unknown key", hint=hint)
     if secret and kind in ("model_type", "model_attributes_type", "dict_type"):
         return Problem(path, "secret written in plain text; expected {config: KEY} or {env: VAR}",
-                       hint="run `pulumi config set --secret KEY` (or export a variable) and reference it here")
+                       hint=plain_text_fix(path))
     if kind == "union_tag_invalid":
         expected = err.get("ctx", {}).get("expected_tags", "")
         tag = err.get("ctx", {}).get("tag", err.get("input"))

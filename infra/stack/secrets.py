@@ -14,6 +14,7 @@ from typing import Any
 from infra.stack.config import Deployment, SecretRef
 from infra.errors import Problem, PulumiMissingError, SecretError
 from infra.stack.problems import did_you_mean, key_text
+from infra.stack.secretfix import set_secret
 from infra.lifecycle.pulumicli import INSTALL, cli_env
 
 # What `pulumi config set --secret` writes. Passphrase and cloud (awskms://, gcpkms://, azurekeyvault://,
@@ -80,16 +81,16 @@ def reference_problems(d: Deployment, stack: str, secure: Callable[[str], bool],
     for path, ref in d.secret_refs().items():
         if ref.config is None:
             continue
-        fix = f"run `pulumi config set --secret --stack {stack} inferry:{ref.config} VALUE`"
+        fix = set_secret(stack, ref.config)
         if not exists(ref.config):
             problems.append(Problem(path, f"secret inferry:{ref.config} is not set", hint=fix))
         elif not secure(ref.config):
             problems.append(Problem(f"inferry:{ref.config}", f"secret for {path} is written in plain text",
-                                    hint=f"remove the plain value from the file and {fix}"))
+                                    hint=f"remove the plain value from the file; then {fix}"))
     return problems
 
 
-def plain_text_problems(values: dict[str, Any], referenced: set[str]) -> list[Problem]:
+def plain_text_problems(values: dict[str, Any], referenced: set[str], stack: str) -> list[Problem]:
     """Plain values under secret-looking inferry keys, and stray inferry keys (referenced ones are
     reference_problems' to report)."""
     problems = []
@@ -99,7 +100,7 @@ def plain_text_problems(values: dict[str, Any], referenced: set[str]) -> list[Pr
         name = f"inferry:{key_text(key)}"
         if any(s in key.lower() for s in SECRETISH):
             problems.append(Problem(name, "looks like a secret but is written in plain text",
-                                    hint=f"run `pulumi config set --secret {name}`"))
+                                    hint=f"remove it from the file; then {set_secret(stack, key_text(key))}"))
         else:
             problems.append(Problem(name, "unknown config key", hint=did_you_mean(key, {"deployment"})))
     return problems
@@ -134,6 +135,6 @@ def ciphertext_problems(values: dict[str, Any], stack: str, v1_only: bool) -> li
             continue
         name = f"inferry:{key_text(key)}"
         problems.append(Problem(name, f"the secure: value is not Pulumi ciphertext (expected {form}, as `pulumi "
-                                "config set --secret` writes it)", hint=f"delete it from the file and run "
-                                f"`pulumi config set --secret --stack {stack} {name}`, typing or piping the value"))
+                                "config set --secret` writes it)", hint=f"delete it from the file; then "
+                                f"{set_secret(stack, key_text(key))}"))
     return problems

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from infra.stack.resources import example_stack
 from infra.stack.problems import bounded, did_you_mean, key_text, short
 from infra.stack.project import project_root
 from infra.stack.validate import checked
+from infra.stack.secretfix import STACK as SECRET_STACK
 from infra.stack.secrets import ciphertext_problems, is_secure, plain_text_problems, reference_problems
 
 NAMESPACE = "inferry"
@@ -235,8 +236,9 @@ def _split_config(doc: Any) -> tuple[Any, dict[str, Any], list[Problem]]:
     return ours.pop("deployment", _MISSING), ours, problems
 
 
-def parse_deployment(raw: Any, source: str, prefix: str = DEPLOYMENT_KEY) -> Deployment:
-    """Validate one deployment object; ConfigError lists every problem by field path."""
+def parse_deployment(raw: Any, source: str, prefix: str = DEPLOYMENT_KEY, stack: str | None = None) -> Deployment:
+    """Validate one deployment object; ConfigError lists every problem by field path (fixes that name the
+    stack name this one, when given)."""
     if not isinstance(raw, dict):
         raise ConfigError(source, [Problem(prefix, "expected a mapping of sections",
                                            type(raw).__name__ if raw is not None else "nothing",
@@ -244,8 +246,14 @@ def parse_deployment(raw: Any, source: str, prefix: str = DEPLOYMENT_KEY) -> Dep
                                            "under it (see `inferry init NAME`)")])
     d, problems = checked(raw)
     if d is None:
-        raise ConfigError(source, [bounded(p) for p in problems])
+        raise ConfigError(source, [bounded(_named(p, stack)) for p in problems])
     return d
+
+
+def _named(p: Problem, stack: str | None) -> Problem:
+    if stack is None or not p.hint or f"--stack {SECRET_STACK} " not in p.hint:
+        return p
+    return replace(p, hint=p.hint.replace(f"--stack {SECRET_STACK} ", f"--stack {stack} "))
 
 
 def load_stack(stack: str, root: Path | None = None, uses: frozenset[str] | None = None) -> Stack:
@@ -257,7 +265,7 @@ def load_stack(stack: str, root: Path | None = None, uses: frozenset[str] | None
     d = None
     if raw is not _MISSING:  # null is not missing: parse_deployment says what a deployment must be
         try:
-            d = parse_deployment(raw, str(path))
+            d = parse_deployment(raw, str(path), stack=name)
         except ConfigError as e:
             problems += e.problems
     # Passphrase and cloud (KMS) secrets providers write v1: ciphertexts; only the Pulumi Cloud one differs.
@@ -266,7 +274,7 @@ def load_stack(stack: str, root: Path | None = None, uses: frozenset[str] | None
     if d is not None:
         referenced = {r.config for r in d.secret_refs().values() if r.config}
         refs = reference_problems(d, name, lambda k: is_secure(others.get(k)), lambda k: k in others)
-        refs += plain_text_problems(others, referenced)
+        refs += plain_text_problems(others, referenced, name)
         if uses is not None:  # the secrets the command does not read: neither set nor well-formed is needed
             unused = {f: r for f, r in d.secret_refs().items() if f not in uses}
             keys = {f"{NAMESPACE}:{r.config}" for r in unused.values() if r.config}
@@ -286,7 +294,7 @@ def load_from_pulumi() -> Stack:
     raw = cfg.get_object("deployment")
     if raw is None:
         raise ConfigError(source, [Problem(DEPLOYMENT_KEY, "required config key is missing", hint="add it")])
-    d = parse_deployment(raw, source)
+    d = parse_deployment(raw, source, stack=pulumi.get_stack())
     full = lambda k: f"{NAMESPACE}:{k}"  # noqa: E731
     problems = reference_problems(d, pulumi.get_stack(), lambda k: pulumi.runtime.is_config_secret(full(k)),
                                   lambda k: cfg.get(k) is not None)

@@ -127,8 +127,8 @@ def test_plain_text_secret_config_value_names_fix(tmp_path):
 def test_secret_not_set(tmp_path):
     text = re.sub(r"  inferry:apiKey:\n    secure: \S+\n", "", EXAMPLE.read_text())
     assert problems(write(tmp_path, text)) == [
-        "serving.api_key: secret inferry:apiKey is not set; run `pulumi config set --secret --stack t "
-        "inferry:apiKey VALUE`"]
+        "serving.api_key: secret inferry:apiKey is not set; in the project folder run `pulumi config set "
+        "--secret --stack t inferry:apiKey` and type the value (or pipe it in)"]
 
 
 def test_env_secret_ref_needs_no_config(tmp_path):
@@ -320,3 +320,12 @@ def test_trtllm_extra_options_are_checkable(tmp_path, options, expected):
     version = text.replace("kind: tensorrt-llm", "kind: tensorrt-llm\n      version: " + "9" * 5000 + ".1.1")
     msgs = problems(write(tmp_path, version))
     assert any(m.startswith("engine.version: expected a TensorRT-LLM release") for m in msgs)
+
+
+def test_a_plain_text_secret_gets_the_line_to_write_and_the_whole_command(tmp_path):
+    text = EXAMPLE.read_text().replace("api_key: {config: apiKey}", "api_key: sk-plain-canary")
+    assert "sk-plain-canary" in text
+    (found,) = problems(write(tmp_path, text))
+    assert found.startswith("serving.api_key: secret written in plain text") and "sk-plain-canary" not in found
+    assert "write `api_key: {config: apiKey}` under serving" in found
+    assert "`pulumi config set --secret --stack t inferry:apiKey` and type the value" in found

@@ -1,0 +1,29 @@
+"""How a user stores a secret: the whole command (stack, `inferry:` key, value on stdin) and the line to write."""
+from __future__ import annotations
+
+# The config key each secret field is stored under by convention (the README, the bundled examples).
+CONFIG_KEYS = {"serving.api_key": "apiKey", "storage.access_key_id": "s3AccessKey",
+               "storage.secret_access_key": "s3SecretKey", "target.private_key": "sshPrivateKey",
+               "model.hf_token": "hfToken"}
+# Stands for the stack's name in a hint made before the name is known; the loaders put the name in.
+STACK = "STACK"
+
+
+def set_secret(stack: str, key: str) -> str:
+    """The fix that stores a secret: typed at the prompt or piped, never on the command line (shell history)."""
+    if key == "sshPrivateKey":
+        how = f"`pulumi config set --secret --stack {stack} inferry:{key} < ~/.ssh/id_ed25519` (the key file)"
+    else:
+        how = f"`pulumi config set --secret --stack {stack} inferry:{key}` and type the value (or pipe it in)"
+    return f"in the project folder run {how}"
+
+
+def reference_line(field: str, key: str) -> str:
+    """The stack-file line that refers to the stored secret."""
+    return f"`{field.rsplit('.', 1)[-1]}: {{config: {key}}}` under {field.rsplit('.', 1)[0]}"
+
+
+def plain_text_fix(field: str, stack: str = STACK) -> str:
+    """A secret written in the stack file: the line to write instead, and how to store the value."""
+    key = CONFIG_KEYS.get(field, "KEY")
+    return f"write {reference_line(field, key)}, then {set_secret(stack, key)}; or use {{env: VAR}}"
