@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # The bundled examples, by name: a user's own stacks in stacks/ (inferry init writes there) are not the suite's.
 BUNDLED = ("aws-k8s", "eu-ssh", "staging")
 STACKS = [ROOT / "stacks" / f"Pulumi.{name}.yaml" for name in BUNDLED]
-pytest_plugins = ["tests.support.servers.fixtures", "tests.support.hosts.fixtures", "tests.support.cluster"]
+pytest_plugins = ["tests.support.servers.fixtures", "tests.support.hosts.fixtures", "tests.support.cluster",
+                  "tests.support.wheel"]
 
 
 @pytest.fixture

@@ -4,51 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
-import sys
-import sysconfig
 import zipfile
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import BUNDLED, ROOT
+from tests.support.wheel import run
 
 pytestmark = pytest.mark.slow  # builds a wheel and a venv: about half a minute on 2 cores
-SOURCES = ("pyproject.toml", "README.md", "LICENSE", "infra", "cli", "templates", "stacks")
 
 
-def _run(*cmd, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-
-
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory):
-    """(wheel, venv bin folder): the package built from a copy of the sources and installed, alone, into a new
-    venv whose dependencies come from the test venv (a .pth line: no editable finder, no checkout on the path)."""
-    tmp = tmp_path_factory.mktemp("package")
-    src = tmp / "src"
-    for name in SOURCES:
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-        elif (ROOT / name).exists():
-            src.mkdir(exist_ok=True)
-            shutil.copy(ROOT / name, src / name)
-    (src / "stacks" / "Pulumi.users-own.yaml").write_text("config: {}\n")  # a user's stack: never shipped
-    built = _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                 tmp / "dist", src, cwd=tmp)
-    assert built.returncode == 0, built.stderr
-    wheel = next((tmp / "dist").glob("inferry-*.whl"))
-    venv = tmp / "venv"
-    assert _run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=tmp).returncode == 0
-    site = Path(_run(venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])",
-                     cwd=tmp).stdout.strip())
-    (site / "test-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    done = _run(sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "--no-deps", "-q",
-                wheel, cwd=tmp)
-    assert done.returncode == 0, done.stderr
-    return wheel, venv / "bin"
+_run = run
 
 
 def test_the_wheel_holds_every_module_and_data_file_and_no_user_stack(installed):
@@ -83,7 +49,8 @@ def test_installed_cli_works_from_a_folder_outside_any_project(installed, tmp_pa
     r = inferry("init", "mine")
     assert r.returncode == 0, r.stderr
     assert (work / "stacks" / "Pulumi.mine.yaml").is_file()
-    assert str(work) in r.stderr and "current folder" in r.stderr  # says which folder names resolve in
+    assert f"{work} is now a Pulumi project" in r.stderr  # says which folder became the project
+    assert (work / "Pulumi.yaml").is_file() and (work / "__main__.py").is_file()
     r = inferry("validate", "mine")
     assert r.returncode == 0 and r.stdout.startswith("OK"), r.stderr
     assert "snapshot" not in r.stderr  # the engine option snapshots shipped

@@ -128,7 +128,8 @@ def test_secret_not_set(tmp_path):
     text = re.sub(r"  inferry:apiKey:\n    secure: \S+\n", "", EXAMPLE.read_text())
     assert problems(write(tmp_path, text)) == [
         "serving.api_key: secret inferry:apiKey is not set; in the project folder run `pulumi config set "
-        "--secret --stack t inferry:apiKey` and type the value (or pipe it in)"]
+        "--secret --stack t inferry:apiKey` and type the value (or pipe it in) (a new stack first needs `pulumi "
+        "stack init t`)"]
 
 
 def test_env_secret_ref_needs_no_config(tmp_path):
