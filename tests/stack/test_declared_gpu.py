@@ -14,7 +14,7 @@ from infra.targets.ssh import facts
 
 # An RTX PRO 6000 Blackwell Server Edition as a user would declare it (not in the catalog).
 PRO = {"name": "RTX-PRO-6000", "product_names": ["NVIDIA RTX PRO 6000 Blackwell Server Edition"],
-       "memory_mib": 97887, "bandwidth_tbps": 1.6, "compute_capability": "12.0", "fp8": True, "fp4": True}
+       "memory_mib": 97887, "bandwidth_tbps": 1.79, "compute_capability": "12.0", "fp8": True, "fp4": True}
 SMALL = {**PRO, "name": "Small-16", "memory_mib": 16384, "bandwidth_tbps": 0.5, "compute_capability": "8.9",
          "fp4": False}
 
