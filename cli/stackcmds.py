@@ -20,7 +20,7 @@ def validate(stack: str = typer.Argument(..., help=STACK_HELP)) -> None:
     d = s.deployment
     where = f"{len(d.target.hosts)} ssh host(s)" if d.target.kind == "ssh" else f"kubernetes ns {d.target.namespace}"
     out.print(f"OK {s.source}: {d.model.name} with {d.engine.kind} on {where} at {d.provider.name} "
-              f"({d.provider.region}, {d.provider.gpu_count}x {d.provider.gpu})", markup=False)
+              f"({d.provider.region}, {d.provider.gpu_count}x {d.provider.gpu_name})", markup=False)
 
 
 @handle_errors

@@ -41,6 +41,7 @@ stamp=".venv/.inferry-installed-$(sha256sum pyproject.toml | cut -c1-16)${1:-}"
 if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
   .venv/bin/python -m pip install -q --disable-pip-version-check -e "$extras"
+  rm -f .venv/.inferry-demo  # scripts/demo.sh's plain copy is replaced: the demo now uses this install
   touch "$stamp"
 fi
 if [ "${1:-}" = "--test" ]; then

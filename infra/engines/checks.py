@@ -17,11 +17,11 @@ class ModelFacts:
     max_context: int
 
 
-def gpu_capability(gpu: str) -> float | None:
-    """Compute capability of a catalog GPU key, or None when the catalog does not know it (or is absent)."""
+def gpu_capability(gpu: object) -> float | None:
+    """Compute capability of provider.gpu (a catalog key or a declared GPU), or None when unknown."""
     try:
-        from infra.sizing.catalog import gpu as catalog_gpu  # the catalog is another module's; optional here
-        return float(catalog_gpu(gpu).compute_capability)
+        from infra.sizing.catalog import resolve_gpu  # the catalog is another module's; optional here
+        return float(resolve_gpu(gpu).compute_capability)
     except Exception:  # noqa: BLE001 - no catalog, or the GPU is not in it: the rule is skipped
         return None
 

@@ -114,7 +114,7 @@ def build_step(d: Deployment, weights: str, weights_digest: str | None = None) -
     options = b.model_dump() | {"tp": e.tensor_parallel_size, "pp": e.pipeline_parallel_size,
                                 "max_batch_size": e.max_batch_size, "max_num_tokens": e.max_num_tokens,
                                 "max_seq_len": e.max_model_len, "kv_cache_dtype": e.kv_cache_dtype}
-    key_src = json.dumps({"weights": d.weights_uri, "digest": weights_digest, "gpu": d.provider.gpu,
+    key_src = json.dumps({"weights": d.weights_uri, "digest": weights_digest, "gpu": d.provider.gpu_name,
                           "version": e.version, "options": options}, sort_keys=True)
     digest = hashlib.sha256(key_src.encode()).hexdigest()[:16]
     # trtllm-serve lists an engine folder under its own name: end the path with the model's name.
@@ -131,7 +131,7 @@ def build_step(d: Deployment, weights: str, weights_digest: str | None = None) -
         if value is not None:
             build += [flag, str(value)]
     script = "set -eu\n" + shlex.join(q) + "\n" + shlex.join(build) + "\n"
-    key = f"trtllm-engines/{d.model.name}/{e.version}/{d.provider.gpu}/{digest}"
+    key = f"trtllm-engines/{d.model.name}/{e.version}/{d.provider.gpu_name}/{digest}"
     return BuildStep(image=e.image or IMAGE.format(version=e.version), script=script, cache_key=key, output_dir=out)
 
 

@@ -34,12 +34,12 @@ def batch_defaults(memory_bytes: int, device_name: str, capability: str) -> tupl
     return 2048, 256
 
 
-def gpu_defaults(gpu: str) -> tuple[int, int] | None:
-    """batch_defaults for a catalog GPU key, or None when the catalog does not know it."""
+def gpu_defaults(gpu: object) -> tuple[int, int] | None:
+    """batch_defaults for provider.gpu (a catalog key or a declared GPU), or None when it is unknown."""
     try:
-        from infra.sizing.catalog import gpu as catalog_gpu
+        from infra.sizing.catalog import resolve_gpu
 
-        g = catalog_gpu(gpu)
+        g = resolve_gpu(gpu)
     except Exception:  # noqa: BLE001 - unknown GPU: the defaults (and the rules needing them) are unknown
         return None
     return batch_defaults(g.memory_bytes, g.product_names[0], g.compute_capability)

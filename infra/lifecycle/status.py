@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from infra.lifecycle import probe
 
-# vLLM's metric names (vLLM 0.33 /metrics; reference/environment.md).
+# vLLM's metric names (vLLM 0.33 /metrics; docs/facts.md).
 KV_USAGE = "vllm:kv_cache_usage_perc"
 RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"

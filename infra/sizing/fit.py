@@ -27,7 +27,7 @@ Candidate = tuple[dict[str, Any], str, Deployment]
 
 def _candidates(d: Deployment, info: ModelInfo) -> Iterator[Candidate]:
     """The changes in the order a user would try them: free first, then GPUs."""
-    e, gpu = d.engine, catalog.gpu(d.provider.gpu)
+    e, gpu = d.engine, catalog.resolve_gpu(d.provider.gpu)
     if e.kv_cache_dtype == "auto" and gpu.fp8:
         yield ({"engine.kv_cache_dtype": "fp8"}, "halves the KV cache per token",
                with_fields(d, "engine", kv_cache_dtype="fp8"))

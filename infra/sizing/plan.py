@@ -82,7 +82,7 @@ def max_seqs(d: Deployment, gpu: catalog.GpuSpec) -> int:
 
 def sizing_input(d: Deployment, info: ModelInfo) -> tuple[SizingInput, str]:
     """(the sizing input of one engine instance, where the weight figure came from)."""
-    e, gpu = d.engine, catalog.gpu(d.provider.gpu)
+    e, gpu = d.engine, catalog.resolve_gpu(d.provider.gpu)
     vllm = isinstance(e, VllmEngine)
     quant = e.quantization if vllm else (e.quantization or (e.build.qformat if e.build else None))
     quant = None if quant == "full_prec" else quant

@@ -4,14 +4,14 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
 
 from infra.stack.config_engines import EngineConfig, TrtllmEngine, VllmEngine
 from infra.stack.config_targets import INT32_MAX, STRICT, KubernetesTarget, SecretRef, SshHost, SshTarget, TargetConfig
 from infra.storage.names import BUCKET_NAME, endpoint_problem  # a leaf the weights commands import without pydantic
 
 __all__ = [
-    "Deployment", "ModelConfig", "Architecture", "StorageConfig", "ProviderConfig",
+    "Deployment", "ModelConfig", "Architecture", "StorageConfig", "ProviderConfig", "DeclaredGpu",
     "ServingConfig", "PolicyConfig", "SecretRef", "EngineConfig", "VllmEngine",
     "TrtllmEngine", "TargetConfig", "SshTarget", "SshHost", "KubernetesTarget",
 ]
@@ -130,6 +130,33 @@ class StorageConfig(Strict):
 ONE_LINE = r"^[^\s\x00-\x1f\x7f](?:[^\x00-\x1f\x7f]{0,198}[^\s\x00-\x1f\x7f])?$"
 
 
+class DeclaredGpu(Strict):
+    """A GPU the catalog lacks, declared in the stack with the figures a catalog row holds."""
+
+    name: str = Field(pattern=ONE_LINE, description="a name for it on one printable line, e.g. RTX-PRO-6000",
+                      json_schema_extra={"fix": "write it on one line, without leading or trailing spaces"})
+    product_names: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        min_length=1, description="the exact `nvidia-smi --query-gpu=name` strings of this GPU")
+    memory_mib: int = Field(gt=0, le=16 * 1024 * 1024,
+                            description="memory as `nvidia-smi --query-gpu=memory.total` prints it, in MiB")
+    bandwidth_tbps: float = Field(gt=0, le=1000, description="the vendor's peak memory bandwidth in TB/s")
+    compute_capability: str = Field(pattern=r"^[0-9]{1,2}\.[0-9]$", description="a compute capability such as 9.0",
+                                    json_schema_extra={"fix": "write it quoted, as nvidia-smi's compute_cap "
+                                                       "prints it, e.g. \"9.0\""})
+    fp8: bool = Field(description="FP8 tensor cores (Ada, Hopper and newer)")
+    fp4: bool = False
+    architecture: Literal["ampere", "ada", "hopper", "blackwell"] | None = None
+
+
+def _gpu_form(v: object) -> str:
+    # A mapping is a declared GPU; anything else is checked as a catalog name (errors name one form only).
+    return "declared" if isinstance(v, (dict, DeclaredGpu)) else "catalog"
+
+
+GpuField = Annotated[Union[Annotated[str, Tag("catalog")], Annotated[DeclaredGpu, Tag("declared")]],
+                     Discriminator(_gpu_form)]
+
+
 class ProviderConfig(Strict):
     """Who rents the GPUs, where, and at what price."""
 
@@ -138,12 +165,24 @@ class ProviderConfig(Strict):
                       json_schema_extra={"fix": "write it on one line, without leading or trailing spaces"})
     region: str = Field(pattern=ONE_LINE, description="a region name on one printable line, e.g. es-madrid",
                         json_schema_extra={"fix": "write it on one line, without leading or trailing spaces"})
-    gpu: str = Field(min_length=1, description="catalog GPU key, e.g. H100-80GB")
+    gpu: GpuField = Field(description="a catalog GPU key such as H100-80GB, or a GPU declared as a mapping")
     gpu_count: int = Field(default=1, ge=1, le=64, description="GPUs per host or replica")
     price_per_gpu_hour: float = Field(ge=0, le=1e6)
     egress_per_gb: float = Field(default=0.0, ge=0, le=1e6)
     tokens_per_second: float | None = Field(default=None, gt=0, le=1e9,
                                             description="output tokens/s per replica, if known")
+
+    @field_validator("gpu")
+    @classmethod
+    def _gpu_name(cls, v: str | DeclaredGpu) -> str | DeclaredGpu:
+        if isinstance(v, str) and not v.strip():
+            raise ValueError("expected a catalog GPU key such as H100-80GB, or a mapping that declares the GPU")
+        return v
+
+    @property
+    def gpu_name(self) -> str:
+        """The GPU's name: the catalog key, or the declared GPU's name."""
+        return self.gpu if isinstance(self.gpu, str) else self.gpu.name
 
 
 class ServingConfig(Strict):

@@ -10,7 +10,7 @@ import types
 import typing
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Tag, ValidationError
 
 from infra.stack.secretfix import plain_text_fix
 from infra.errors import Problem
@@ -18,7 +18,9 @@ from infra.errors import Problem
 # Field names whose values are secrets: never echo what was found there.
 SECRET_FIELDS = {"private_key", "api_key", "access_key_id", "secret_access_key", "hf_token"}
 # Discriminated unions put the tag in the error location; users never write it.
-UNION_TAGS = {"engine": {"vllm", "tensorrt-llm"}, "target": {"ssh", "kubernetes"}}
+UNION_TAGS = {"engine": {"vllm", "tensorrt-llm"}, "target": {"ssh", "kubernetes"},
+              "provider.gpu": {"catalog", "declared"}}
+_TAG_NAMES = set().union(*UNION_TAGS.values())
 # A key shown as written when it is this plain; anything else (empty, spaces, control characters) is quoted.
 PLAIN_KEY = re.compile(r"^[A-Za-z0-9_.:/\-]{1,40}$")
 # At most this many problems are listed: the first ones say what is wrong; thousands say nothing more.
@@ -84,6 +86,10 @@ def _unwrap(tp: Any, part: str | int) -> Any:
     if origin in (typing.Union, types.UnionType):
         members = [a for a in typing.get_args(tp) if a is not type(None)]
         for m in members:  # a discriminator tag selects the member
+            if typing.get_origin(m) is typing.Annotated:
+                inner, *meta = typing.get_args(m)
+                if any(isinstance(x, Tag) and x.tag == part for x in meta):
+                    return inner
             if isinstance(m, type) and issubclass(m, BaseModel):
                 kind = m.model_fields.get("kind")
                 if kind is not None and part in typing.get_args(kind.annotation):
@@ -123,7 +129,7 @@ def display_path(loc: tuple, prefix: str = "") -> str:
     """A dotted path as the user wrote it: tags dropped, list indexes in brackets."""
     parts: list[str] = []
     for i, part in enumerate(loc):
-        if i == 1 and parts and part in UNION_TAGS.get(parts[0], ()):
+        if parts and part in UNION_TAGS.get(".".join(parts), ()):
             continue
         if isinstance(part, int) and parts:
             parts[-1] = f"{parts[-1]}[{part}]"
@@ -226,7 +232,7 @@ def _node(doc: Any, loc: tuple) -> Any:
             doc = doc[part]
         elif isinstance(doc, list) and isinstance(part, int) and 0 <= part < len(doc):
             doc = doc[part]
-        elif not (isinstance(doc, dict) and doc.get("kind") == part):
+        elif not (isinstance(doc, dict) and (doc.get("kind") == part or part in _TAG_NAMES)):
             return None
     return doc
 

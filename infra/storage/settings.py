@@ -99,7 +99,7 @@ class StoreSettings:
     def client(self):
         """An S3 client (botocore's, what boto3 hands out) with the settings S3-compatible endpoints need.
 
-        See environment.md.
+        See docs/facts.md (S3-compatible servers).
         """
         from botocore.config import Config
 

@@ -23,7 +23,7 @@ def test_required_gpus_present_with_sources():
 
 
 def test_fp8_follows_compute_capability():
-    # FP8 tensor cores arrived with Ada (8.9) and Hopper (9.0); A100 (8.0) has none (facts.md).
+    # FP8 tensor cores arrived with Ada (8.9) and Hopper (9.0); A100 (8.0) has none (docs/facts.md).
     for spec in catalog.gpus().values():
         assert spec.fp8 == (float(spec.compute_capability) >= 8.9), spec.key
 
@@ -90,3 +90,10 @@ def test_providers_have_eu_cloud_and_two_hyperscalers():
         assert p.price("H100-80GB") and any(p.price(g) for g in ("A100-40GB", "A100-80GB")) and p.source
     for p in provs.values():
         assert set(p.prices) <= set(catalog.gpus())
+
+
+def test_cited_facts_file_is_in_the_repository():
+    root = Path(__file__).parents[2]
+    assert (root / "docs" / "facts.md").is_file()
+    text = (root / "infra" / "sizing" / "catalog" / "gpus.yaml").read_text()
+    assert "facts.md" in text and "facts.md" not in text.replace("docs/facts.md", "")

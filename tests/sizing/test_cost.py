@@ -12,7 +12,7 @@ from infra.sizing.measurements import load_measured_tps, measurements_dir, recor
 
 
 def test_cpm_formula_from_facts():
-    # facts.md: CPM = hourly cost / (output tokens/s x 3600 / 1e6). H100 at $2.79 and 3,913 tok/s (MLPerf).
+    # docs/facts.md: CPM = hourly cost / (output tokens/s x 3600 / 1e6). H100 at $2.79 and 3,913 tok/s (MLPerf).
     assert cpm(2.79, 3913) == pytest.approx(2.79 / (3913 * 3600 / 1e6))
     assert cpm(2.79, 3913) == pytest.approx(0.198, abs=1e-3)
     with pytest.raises(ValueError):

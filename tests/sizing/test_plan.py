@@ -45,7 +45,7 @@ def test_bundled_stacks_fit_with_right_figures(cli, stack_file):
     code, doc = plan_json(cli, name)
     assert code == 0 and KEYS <= set(doc)
     assert doc["fits"] and doc["gpu"] == "H100-80GB" and doc["gpu_count"] == 1
-    assert doc["kv_bytes_per_token"] == 128 * 1024  # llama 8B, bf16 KV (facts.md)
+    assert doc["kv_bytes_per_token"] == 128 * 1024  # llama 8B, bf16 KV (docs/facts.md)
     assert 8.3 < doc["weights_bytes_per_gpu"] / GIB < 8.6  # fp8 linear layers, bf16 embeddings
     assert 55 * GIB < doc["kv_capacity_tokens"] * doc["kv_bytes_per_token"] < 62 * GIB
     assert doc["max_concurrency"] == round(doc["kv_capacity_tokens"] / 32768, 2) and doc["max_concurrency"] > 10

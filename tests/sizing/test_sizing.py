@@ -1,4 +1,4 @@
-"""Sizing checked against published figures: facts.md's KV table and vLLM's logged memory breakdowns."""
+"""Sizing checked against published figures: docs/facts.md's KV table and vLLM's logged memory breakdowns."""
 from __future__ import annotations
 
 import pytest
@@ -40,7 +40,7 @@ def _within(pred: float, measured: float, tol: float = 0.05) -> bool:
 
 
 def test_budget_reproduces_facts_h100_breakdown():
-    # facts.md: vLLM, 8B model, H100 80 GB, 0.9: 71.27 GiB = 12.55 weights + 2.38 act + 0.16 non-torch + 56.18 KV.
+    # docs/facts.md: vLLM, 8B model, H100 80 GB, 0.9: 71.27 GiB = 12.55 weights + 2.38 act + 0.16 non-torch + 56.18 KV.
     inp = SizingInput(catalog.model("llama-3.1-8b"), H100, weights_bytes=int(12.55 * GIB), max_model_len=8192)
     b = budget(inp)
     assert _within(b.usable / GIB, 71.27, 0.01)

@@ -57,13 +57,32 @@ def _missing(kind: str, key: str, names: list[str], field: str) -> CatalogError:
     return CatalogError(f"unknown {kind} {key!r}", hint, where=field)
 
 
+# How to use a GPU the catalog lacks: the fix of an unknown provider.gpu names it.
+DECLARE_GPU = ("or, for a GPU the catalog lacks, declare it: provider.gpu: {name, product_names, memory_mib, "
+               "bandwidth_tbps, compute_capability, fp8} (docs/sizing.md)")
+# Families by compute capability, for a declared GPU that does not name its architecture.
+FAMILIES = ((8.9, "ampere"), (9.0, "ada"), (10.0, "hopper"))
+
+
 def gpu(key: str) -> GpuSpec:
     """A GPU by catalog key (case-insensitive); CatalogError with a did-you-mean otherwise."""
     table = gpus()
     for k, spec in table.items():
         if k.lower() == key.strip().lower():
             return spec
-    raise _missing("GPU", key, list(table), "provider.gpu")
+    missing = _missing("GPU", key, list(table), "provider.gpu")
+    raise CatalogError(missing.message, f"{missing.fix}; {DECLARE_GPU}", where=missing.where)
+
+
+def resolve_gpu(value: Any) -> GpuSpec:
+    """The GPU a stack's provider.gpu means: a catalog key, or a GPU declared in the stack (DeclaredGpu)."""
+    if isinstance(value, str):
+        return gpu(value)
+    cc = float(value.compute_capability)
+    family = value.architecture or next((f for limit, f in FAMILIES if cc < limit), "blackwell")
+    return GpuSpec(key=value.name, product_names=tuple(value.product_names), memory_mib=value.memory_mib,
+                   bandwidth_tbps=value.bandwidth_tbps, compute_capability=value.compute_capability,
+                   architecture=family, fp8=value.fp8, fp4=value.fp4, source="declared in the stack (provider.gpu)")
 
 
 def _model_names() -> dict[str, str]:

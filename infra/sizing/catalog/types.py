@@ -18,6 +18,7 @@ class GpuSpec:
     compute_capability: str
     architecture: str
     fp8: bool
+    fp4: bool
     source: str
 
     @property

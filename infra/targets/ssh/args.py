@@ -20,7 +20,8 @@ def asdict(report: Any) -> dict:
 def host_args(p: dict) -> HostArgs:
     """HostProvider inputs -> HostArgs."""
     return HostArgs(Conn.from_dict(p["conn"]), str(p["gpu"]), int(p["gpu_count"]), str(p["engine"]),
-                    str(p["runtime"]), bool(p["install_docker"]), str(p["weights_cache"]))
+                    str(p["runtime"]), bool(p["install_docker"]), str(p["weights_cache"]),
+                    tuple(str(n) for n in p.get("gpu_names") or ()))
 
 
 def weights_args(p: dict) -> WeightsArgs:
@@ -52,7 +53,9 @@ def props_of(a: Any) -> dict:
     d["conn"] = a.conn.to_dict()
     if "files" in d:
         d["files"] = [{"path": f.path, "content": f.content, "mode": f.mode} for f in a.files]
-    for k in ("upstreams",):
+    for k in ("upstreams", "gpu_names"):
         if k in d:
             d[k] = list(d[k])
+    if d.get("gpu_names") == []:
+        del d["gpu_names"]  # a catalog GPU: the inputs stay what they were before declared GPUs (no diff)
     return d

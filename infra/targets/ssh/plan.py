@@ -69,8 +69,8 @@ def plan(d: Deployment, spec: ServiceSpec) -> TargetPlan:
     hosts = []
     for h in t.hosts:
         c = conn_of(t, h)
-        host = HostArgs(c, d.provider.gpu, d.provider.gpu_count, d.engine.kind, t.runtime, t.install_docker,
-                        t.weights_cache)
+        host = HostArgs(c, d.provider.gpu_name, d.provider.gpu_count, d.engine.kind, t.runtime, t.install_docker,
+                        t.weights_cache, declared_names(d))
         weights = tuple(WeightsArgs(c, _store(d, src), weights_dir(src, t.weights_cache),
                                     trt_build=spec.build is not None and i == 0, ops_log=ops_log)
                         for i, src in enumerate(sources) if src.startswith("s3://"))
@@ -99,3 +99,8 @@ def plan_deployment(d: Deployment) -> TargetPlan:
 def with_depends(s: ServiceArgs, weights_digest: str) -> ServiceArgs:
     """The service restarts when the weights it serves change."""
     return replace(s, depends=weights_digest)
+
+
+def declared_names(d: Deployment) -> tuple[str, ...]:
+    """The nvidia-smi names of a GPU the stack declares; () for a catalog GPU (the catalog knows its names)."""
+    return () if isinstance(d.provider.gpu, str) else tuple(d.provider.gpu.product_names)

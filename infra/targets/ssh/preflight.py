@@ -30,14 +30,19 @@ class Requirements:
     trt_build: bool = False
     runtime: str = "docker"
     install_docker: bool = False
+    gpu_names: tuple[str, ...] = ()  # a declared GPU's nvidia-smi names; () means the catalog's for `gpu`
 
 
 def _version(v: str) -> tuple[int, ...]:
     return tuple(int(p) for p in v.split(".") if p.isdigit())
 
 
-def product_matches(product_name: str, gpu_key: str) -> bool:
-    """Whether nvidia-smi's product name (e.g. 'NVIDIA H100 80GB HBM3') is the catalog GPU (e.g. 'H100-80GB')."""
+def product_matches(product_name: str, gpu_key: str, declared: tuple[str, ...] = ()) -> bool:
+    """Whether nvidia-smi's product name (e.g. 'NVIDIA H100 80GB HBM3') is the catalog GPU (e.g. 'H100-80GB'),
+    or one of a declared GPU's names (compared as the catalog compares them: case and spacing aside)."""
+    if declared:
+        wanted = " ".join(product_name.split()).lower()
+        return any(wanted == " ".join(n.split()).lower() for n in declared)
     from infra.sizing.catalog import gpu_for_product_name
 
     return gpu_for_product_name(product_name) == gpu_key
@@ -50,7 +55,7 @@ def gaps(f: HostFacts, req: Requirements) -> list[str]:
         out.append(f"no usable GPU: {f.smi_error or 'nvidia-smi printed nothing'}")
     else:
         names = sorted({g.name for g in f.gpus})
-        match = [g for g in f.gpus if product_matches(g.name, req.gpu)]
+        match = [g for g in f.gpus if product_matches(g.name, req.gpu, req.gpu_names)]
         if not match:
             out.append(f"GPU type: the stack wants {req.gpu} (provider.gpu) but the host has {', '.join(names)}")
         elif len(match) < req.gpu_count:

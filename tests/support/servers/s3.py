@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-# "Starting s3 server on [http://127.0.0.1:PORT/]" (reference/environment.md).
+# "Starting s3 server on [http://127.0.0.1:PORT/]" (docs/facts.md, S3-compatible servers).
 _READY = re.compile(r"Starting s3 server on \[(http://[^\]/]+)/?\]")
 
 
