@@ -21,7 +21,7 @@ def validate(stack: str = typer.Argument(..., help=STACK_HELP)) -> None:
     say_example(s)
     found = findings(s.deployment)
     errors = [p for p in found if p.severity == "error"]
-    for w in (p for p in found if p.severity == "warning"):
+    for w in [*s.warnings, *(p for p in found if p.severity == "warning")]:
         err.print(f"  warning: {w.render()}", markup=False)
     if errors:
         raise ConfigError(s.source, errors)
