@@ -21,10 +21,10 @@ def validate(stack: str = typer.Argument(..., help=STACK_HELP)) -> None:
     say_example(s)
     found = findings(s.deployment)
     errors = [p for p in found if p.severity == "error"]
+    if errors:  # warnings wait for a stack without errors, as at load: the errors come first, alone
+        raise ConfigError(s.source, errors)
     for w in [*s.warnings, *(p for p in found if p.severity == "warning")]:
         err.print(f"  warning: {w.render()}", markup=False)
-    if errors:
-        raise ConfigError(s.source, errors)
     d = s.deployment
     where = f"{len(d.target.hosts)} ssh host(s)" if d.target.kind == "ssh" else f"kubernetes ns {d.target.namespace}"
     out.print(f"OK {s.source}: {d.model.name} with {d.engine.kind} on {where} at {d.provider.name} "
