@@ -63,8 +63,8 @@ def closest(word: Any, options: Any) -> str | None:
 
 
 def did_you_mean(word: Any, options: Any) -> str | None:
-    """'did you mean X?' for the closest of options, if any is close."""
-    match = closest(word, options)
+    """'did you mean X?' for the one of options that differs from word only in case, else the closest."""
+    match = {str(o).lower(): o for o in options}.get(str(word).lower()) or closest(word, options)
     return f"did you mean '{match}'?" if match else None
 
 
@@ -210,8 +210,7 @@ def _choice_problem(path: str, err: dict, found: str | None) -> Problem:
     if isinstance(value, str) and value.strip() in allowed:  # "16" where 16 is allowed
         hint = f"write {value.strip()} without quotes"
     elif isinstance(value, (str, int, float)) and not isinstance(value, bool) and found is not None:
-        same_case = {w.lower(): w for w in words}.get(str(value).lower())
-        hint = f"did you mean '{same_case}'?" if same_case else did_you_mean(value, words)
+        hint = did_you_mean(value, words)
     return Problem(path, f"expected one of {', '.join(allowed)}", found, hint=hint)
 
 
