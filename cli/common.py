@@ -70,7 +70,8 @@ def load_checked(stack: str, uses: frozenset[str] | None = None, own: frozenset[
 
     s = load_stack(stack, uses=uses)
     say_example(s)
-    for w in require_valid(s.deployment, s.source, own):
+    found = require_valid(s.deployment, s.source, own)  # errors come first, alone: warnings wait for none
+    for w in [*s.warnings, *found]:
         err.print(f"  warning: {w.render()}", markup=False)
     return s
 

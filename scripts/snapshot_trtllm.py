@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -96,6 +97,115 @@ def _supports(classes: dict[str, ast.ClassDef], name: str) -> list[str]:
     return _supports(classes, base) if base else list(BACKENDS)
 
 
+# Annotation names that are plain YAML scalars; other names the module does not define read as "any".
+SCALARS = {"int": "int", "NonNegativeInt": "int", "PositiveInt": "int", "StrictInt": "int", "float": "float",
+           "NonNegativeFloat": "float", "PositiveFloat": "float", "bool": "bool", "str": "str", "Path": "str"}
+ENUM_BASES = {"Enum", "StrEnum", "IntEnum"}
+
+
+def _aliases(tree: ast.Module) -> dict[str, ast.expr]:
+    """Module-level type aliases (Nvfp4Backend = Literal[...], SpeculativeConfig: TypeAlias = ...)."""
+    out: dict[str, ast.expr] = {}
+    for n in tree.body:
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+            out[n.targets[0].id] = n.value
+        elif isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.value is not None:
+            out[n.target.id] = n.value
+    return out
+
+
+def _enum_values(cls: ast.ClassDef) -> list | None:
+    if not {getattr(b, "id", "") for b in cls.bases} & ENUM_BASES:
+        return None
+    return [s.value.value for s in cls.body if isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant)]
+
+
+def _any_of(members: list) -> object:
+    """A union as a spec: 'any' when a member is, or when it picks between models (discriminated unions
+    have their own check)."""
+    members = [m for i, m in enumerate(members) if m not in members[:i]]
+    if "any" in members or sum(isinstance(m, dict) and "model" in m for m in members) > 1:
+        return "any"
+    return members[0] if len(members) == 1 else {"anyOf": members}
+
+
+def type_spec(node: ast.expr, classes: dict[str, ast.ClassDef], aliases: dict[str, ast.expr]) -> object:
+    """A field annotation as a JSON type spec: int, float, bool, str, null, any, {enum}, {list}, {dict},
+    {model}, {anyOf}."""
+    spec = lambda n: type_spec(n, classes, aliases)  # noqa: E731
+    if isinstance(node, ast.Constant) and node.value is None:
+        return "null"
+    if isinstance(node, ast.Name):
+        if node.id in SCALARS:
+            return SCALARS[node.id]
+        if node.id in aliases:
+            return spec(aliases[node.id])
+        cls = classes.get(node.id)
+        values = _enum_values(cls) if cls else None
+        return {"enum": values} if values is not None else {"model": node.id} if cls else "any"
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return _any_of([spec(node.left), spec(node.right)])
+    if not isinstance(node, ast.Subscript):
+        return "any"
+    base = getattr(node.value, "id", getattr(node.value, "attr", ""))
+    args = list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
+    if base == "Optional":
+        return _any_of([spec(args[0]), "null"])
+    if base == "Union":
+        return _any_of([spec(a) for a in args])
+    if base == "Literal":
+        return {"enum": [ast.literal_eval(a) for a in args]}
+    if base == "Annotated":
+        return spec(args[0])
+    if base in ("List", "list", "Set", "set"):
+        return {"list": spec(args[0])}
+    if base in ("Dict", "dict"):
+        return {"dict": spec(args[-1])}
+    return "any"
+
+
+def _coerced(classes: dict[str, ast.ClassDef], name: str) -> set[str]:
+    """Fields with a mode='before' validator (they take other forms than their annotation): not type-checked."""
+    cls, out = classes[name], set()
+    for base in cls.bases:
+        if isinstance(base, ast.Name) and base.id in classes:
+            out |= _coerced(classes, base.id)
+    for fn in (s for s in cls.body if isinstance(s, ast.FunctionDef)):
+        for d in fn.decorator_list:
+            if isinstance(d, ast.Call) and getattr(d.func, "id", "") == "field_validator" and \
+                    any(k.arg == "mode" and getattr(k.value, "value", "") == "before" for k in d.keywords):
+                out |= {a.value for a in d.args if isinstance(a, ast.Constant)}
+    return out
+
+
+def _annotations(classes: dict[str, ast.ClassDef], name: str) -> dict[str, ast.expr]:
+    out: dict[str, ast.expr] = {}
+    for base in classes[name].bases:
+        if isinstance(base, ast.Name) and base.id in classes:
+            out |= _annotations(classes, base.id)
+    for stmt in classes[name].body:
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and \
+                not stmt.target.id.startswith("_") and "ClassVar" not in ast.unparse(stmt.annotation):
+            out[stmt.target.id] = stmt.annotation
+    return out
+
+
+def field_types(tree: ast.Module, roots: list[str]) -> dict[str, dict[str, object]]:
+    """Class -> field -> type spec for the roots and every model class their fields reach."""
+    classes, aliases = _classes(tree), _aliases(tree)
+    out: dict[str, dict[str, object]] = {}
+    todo = list(roots)
+    while todo:
+        name = todo.pop()
+        if name in out or name not in classes:
+            continue
+        coerced = _coerced(classes, name)
+        out[name] = {f: "any" if f in coerced else type_spec(a, classes, aliases)
+                     for f, a in sorted(_annotations(classes, name).items())}
+        todo += [m for s in out[name].values() for m in re.findall(r"'model': '(\w+)'", repr(s))]
+    return out
+
+
 def yaml_schema(source: str) -> dict:
     """The --config YAML keys: LLM args per backend, KvCacheConfig, speculative configs by decoding_type."""
     classes = _classes(ast.parse(source))
@@ -104,7 +214,8 @@ def yaml_schema(source: str) -> dict:
     return {"TorchLlmArgs": sorted(fields(classes, "TorchLlmArgs")),
             "TrtLlmArgs": sorted(fields(classes, "TrtLlmArgs")),
             "KvCacheConfig": sorted(fields(classes, "KvCacheConfig")),
-            "speculative_config": spec}
+            "speculative_config": spec,
+            "types": field_types(ast.parse(source), ["TorchLlmArgs", "TrtLlmArgs"])}
 
 
 def from_source(checkout: Path, version: str) -> dict:

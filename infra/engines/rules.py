@@ -83,6 +83,11 @@ def option_rule(d: Deployment) -> list[Problem]:
     for f in spec.files if isinstance(d.engine, TrtllmEngine) else ():
         problems += [Problem("engine.extra_options", f"{spec.engine} {spec.version} --config: {msg}")
                      for msg in options.check_yaml(spec.version, yaml.safe_load(f.content), d.engine.backend)]
+    if isinstance(d.engine, TrtllmEngine):
+        from infra.engines.trtllm_types import type_problems
+
+        problems += type_problems(options.snapshot(spec.engine, spec.version)["yaml"], spec.version,
+                                  d.engine.backend, d.engine.extra_options)
     return problems
 
 

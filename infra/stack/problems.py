@@ -66,8 +66,8 @@ def closest(word: Any, options: Any) -> str | None:
 
 
 def did_you_mean(word: Any, options: Any) -> str | None:
-    """'did you mean X?' for the closest of options, if any is close."""
-    match = closest(word, options)
+    """'did you mean X?' for the one of options that differs from word only in case, else the closest."""
+    match = {str(o).lower(): o for o in options}.get(str(word).lower()) or closest(word, options)
     return f"did you mean '{match}'?" if match else None
 
 
@@ -180,6 +180,8 @@ def problem_from_error(root: type[BaseModel], err: dict, prefix: str = "") -> Pr
         return Problem(path + ".kind", "required field is missing", hint="add kind")
     if kind == "string_pattern_mismatch":
         return _pattern_problem(root, loc, path, err, found)
+    if kind in ("literal_error", "enum"):
+        return _choice_problem(path, err, found)
     if kind in EXPECTED:
         return Problem(path, f"expected {EXPECTED[kind]}", found, hint=_unquote_hint(kind, err.get("input")))
     message = err["msg"].removeprefix("Value error, ")
@@ -199,6 +201,24 @@ def _unquote_hint(kind: str, value: Any) -> str | None:
     if kind == "string_type" and isinstance(value, (bool, int, float)):
         return "quote it: a number or true/false is not a string here"
     return None
+
+
+def choices(expected: str) -> list[str]:
+    """The allowed values in pydantic's ctx.expected ("'a', 'b' or 'c'", "8, 16 or 32"), each as written."""
+    return [c for c in re.split(r", | or ", expected) if c]
+
+
+def _choice_problem(path: str, err: dict, found: str | None) -> Problem:
+    """A value outside a fixed set (a Literal or an Enum): the set, and the one closest to what was written."""
+    allowed = choices(str(err.get("ctx", {}).get("expected", "")))
+    value = err.get("input")
+    words = {c.strip("'\""): c for c in allowed}
+    hint = None
+    if isinstance(value, str) and value.strip() in allowed:  # "16" where 16 is allowed
+        hint = f"write {value.strip()} without quotes"
+    elif isinstance(value, (str, int, float)) and not isinstance(value, bool) and found is not None:
+        hint = did_you_mean(value, words)
+    return Problem(path, f"expected one of {', '.join(allowed)}", found, hint=hint)
 
 
 def _pattern_problem(root: type[BaseModel], loc: tuple, path: str, err: dict, found: str | None) -> Problem:

@@ -15,7 +15,7 @@ def set_secret(stack: str, key: str) -> str:
         how = f"`pulumi config set --secret --stack {stack} inferry:{key} < ~/.ssh/id_ed25519` (the key file)"
     else:
         how = f"`pulumi config set --secret --stack {stack} inferry:{key}` and type the value (or pipe it in)"
-    return f"in the project folder run {how}"
+    return f"in the project folder run {how} (a new stack first needs `pulumi stack init {stack}`)"
 
 
 def reference_line(field: str, key: str) -> str:

@@ -7,13 +7,13 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from infra.stack.config import Deployment, SecretRef
 from infra.errors import Problem, PulumiMissingError, SecretError
-from infra.stack.problems import did_you_mean, key_text
+from infra.stack.problems import closest, did_you_mean, key_text
 from infra.stack.secretfix import set_secret
 from infra.lifecycle.pulumicli import INSTALL, cli_env
 
@@ -75,15 +75,18 @@ def is_secure(value: Any) -> bool:
 
 
 def reference_problems(d: Deployment, stack: str, secure: Callable[[str], bool],
-                       exists: Callable[[str], bool]) -> list[Problem]:
-    """Every {config: KEY} reference must name a `secure:` value of this stack."""
+                       exists: Callable[[str], bool], known: Iterable[str] = ()) -> list[Problem]:
+    """Every {config: KEY} reference must name a `secure:` value of this stack (known: the inferry keys set,
+    for a did-you-mean)."""
     problems = []
     for path, ref in d.secret_refs().items():
         if ref.config is None:
             continue
         fix = set_secret(stack, ref.config)
         if not exists(ref.config):
-            problems.append(Problem(path, f"secret inferry:{ref.config} is not set", hint=fix))
+            guess = closest(ref.config, set(known) - {"deployment"})
+            hint = f"did you mean {{config: {guess}}}? otherwise {fix}" if guess else fix
+            problems.append(Problem(path, f"secret inferry:{ref.config} is not set", hint=hint))
         elif not secure(ref.config):
             problems.append(Problem(f"inferry:{ref.config}", f"secret for {path} is written in plain text",
                                     hint=f"remove the plain value from the file; then {fix}"))

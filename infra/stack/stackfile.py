@@ -12,28 +12,28 @@ import yaml
 from infra.stack.config import Deployment
 from infra.errors import ConfigError, InferryError, Problem
 from infra.stack.resources import example_stack
-from infra.stack.problems import bounded, did_you_mean, key_text, short
+from infra.stack.configkeys import (DEPLOYMENT_KEY, MISSING, NAMESPACE, misspelt_deployment,
+                                    misspelt_deployment_problem, missing_deployment_problem, split_config,
+                                    unused_secret_problems)
+from infra.stack.problems import bounded, short
 from infra.stack.project import project_root
 from infra.stack.validate import checked
 from infra.stack.secretfix import STACK as SECRET_STACK
 from infra.stack.secrets import ciphertext_problems, is_secure, plain_text_problems, reference_problems
 
-NAMESPACE = "inferry"
-DEPLOYMENT_KEY = f"{NAMESPACE}:deployment"
-TOP_LEVEL = {"config", "encryptionsalt", "secretsprovider", "encryptedkey", "environment"}
 # Pulumi's own rule (sdk/go/common/workspace/project.go, validateStackName): 1-100 of these characters.
 STACK_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
-_MISSING = object()  # no inferry:deployment key at all (a null one is a value, and a problem of its own)
 
 
 @dataclass(frozen=True)
 class Stack:
-    """A validated stack: its name, where it came from and its deployment."""
+    """A validated stack: its name, where it came from, its deployment and warnings about its config keys."""
 
     name: str
     source: str
     deployment: Deployment
     path: Path | None = None
+    warnings: tuple[Problem, ...] = ()
 
 
 def stack_path(stack: str, root: Path | None = None, examples: bool = True) -> tuple[str, Path]:
@@ -216,26 +216,6 @@ def read_yaml(path: Path) -> Any:
                                               hint="check the file's permissions")]) from None
 
 
-def _split_config(doc: Any) -> tuple[Any, dict[str, Any], list[Problem]]:
-    """(deployment object, other inferry keys, problems) from a stack document."""
-    if not isinstance(doc, dict):
-        found = "an empty file" if doc is None else type(doc).__name__
-        return _MISSING, {}, [Problem("", "expected a mapping with a 'config' key", found,
-                                      hint="start from `inferry init NAME` or stacks/Pulumi.eu-ssh.yaml")]
-    problems = [Problem(key_text(k), "unknown top-level key", hint=did_you_mean(k, TOP_LEVEL))
-                for k in doc if k not in TOP_LEVEL]
-    config = doc.get("config")
-    if not isinstance(config, dict):
-        return _MISSING, {}, problems + [Problem("config", "expected a mapping of config keys",
-                                                 type(config).__name__ if config is not None else "nothing")]
-    prefix = NAMESPACE + ":"
-    ours = {k[len(prefix):]: v for k, v in config.items() if isinstance(k, str) and k.startswith(prefix)}
-    if "deployment" not in ours:
-        guess = did_you_mean(next(iter(ours), ""), {"deployment"})
-        problems.append(Problem(DEPLOYMENT_KEY, "required config key is missing", hint=guess or "add it"))
-    return ours.pop("deployment", _MISSING), ours, problems
-
-
 def parse_deployment(raw: Any, source: str, prefix: str = DEPLOYMENT_KEY, stack: str | None = None) -> Deployment:
     """Validate one deployment object; ConfigError lists every problem by field path (fixes that name the
     stack name this one, when given)."""
@@ -261,9 +241,9 @@ def load_stack(stack: str, root: Path | None = None, uses: frozenset[str] | None
     reads (None: every one); the others' Pulumi secrets need not be set yet (plain-text secrets are refused)."""
     name, path = stack_path(stack, root)
     doc = read_yaml(path)
-    raw, others, problems = _split_config(doc)
-    d = None
-    if raw is not _MISSING:  # null is not missing: parse_deployment says what a deployment must be
+    raw, others, problems = split_config(doc)
+    d, warnings = None, []
+    if raw is not MISSING:  # null is not missing: parse_deployment says what a deployment must be
         try:
             d = parse_deployment(raw, str(path), stack=name)
         except ConfigError as e:
@@ -273,8 +253,9 @@ def load_stack(stack: str, root: Path | None = None, uses: frozenset[str] | None
     cipher, refs = ciphertext_problems(others, name, v1_only=v1_only), []
     if d is not None:
         referenced = {r.config for r in d.secret_refs().values() if r.config}
-        refs = reference_problems(d, name, lambda k: is_secure(others.get(k)), lambda k: k in others)
+        refs = reference_problems(d, name, lambda k: is_secure(others.get(k)), lambda k: k in others, others)
         refs += plain_text_problems(others, referenced, name)
+        warnings = unused_secret_problems(others, referenced, name)
         if uses is not None:  # the secrets the command does not read: neither set nor well-formed is needed
             unused = {f: r for f, r in d.secret_refs().items() if f not in uses}
             keys = {f"{NAMESPACE}:{r.config}" for r in unused.values() if r.config}
@@ -282,7 +263,7 @@ def load_stack(stack: str, root: Path | None = None, uses: frozenset[str] | None
     problems += cipher + refs
     if problems or d is None:  # d is None only with a problem saying why
         raise ConfigError(str(path), [bounded(p) for p in problems])
-    return Stack(name=name, source=str(path), deployment=d, path=path)
+    return Stack(name=name, source=str(path), deployment=d, path=path, warnings=tuple(warnings))
 
 
 def load_from_pulumi() -> Stack:
@@ -293,7 +274,8 @@ def load_from_pulumi() -> Stack:
     source = f"stack {pulumi.get_stack()}"
     raw = cfg.get_object("deployment")
     if raw is None:
-        raise ConfigError(source, [Problem(DEPLOYMENT_KEY, "required config key is missing", hint="add it")])
+        typo = misspelt_deployment(_pulumi_config_keys())
+        raise ConfigError(source, [misspelt_deployment_problem(typo) if typo else missing_deployment_problem()])
     d = parse_deployment(raw, source, stack=pulumi.get_stack())
     full = lambda k: f"{NAMESPACE}:{k}"  # noqa: E731
     problems = reference_problems(d, pulumi.get_stack(), lambda k: pulumi.runtime.is_config_secret(full(k)),
@@ -301,3 +283,10 @@ def load_from_pulumi() -> Stack:
     if problems:
         raise ConfigError(source, problems)
     return Stack(name=pulumi.get_stack(), source=source, deployment=d)
+
+
+def _pulumi_config_keys() -> set[str]:
+    """Every config key the running program was given (set by the engine, or PULUMI_CONFIG)."""
+    from pulumi.runtime import config
+
+    return set(config.CONFIG.get()) | set(config.get_config_env())
