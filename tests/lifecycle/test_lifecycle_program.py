@@ -11,7 +11,7 @@ from infra.storage.settings import StoreSettings
 from tests.support.progharness import ProgramHarness, write_stack
 
 # Kubernetes objects are plain resources under mocks: the bucket is the one dynamic resource here.
-K8S = {"kind": "kubernetes", "namespace": "inferry", "replicas": 1}
+K8S = {"kind": "kubernetes", "context": "test", "namespace": "inferry", "replicas": 1}
 
 
 @pytest.fixture
