@@ -11,6 +11,7 @@ from tests.support.realengine import Project, model_store
 from tests.support.ssh_env import BUCKET, MODEL, PREFIX
 from tests.targets.ssh.test_ssh_docker import container
 
+pytestmark = pytest.mark.docker  # the host runs its own Docker engine (real_engine and the rest by fixture)
 API_KEY = "sk-real-docker-" + "2" * 20
 KEYS = ("rd-access-key", "rd-secret-key-" + "3" * 12)
 
