@@ -1,4 +1,4 @@
-"""The Pulumi program runs under Pulumi's mocks for every bundled stack."""
+"""The Pulumi program runs under Pulumi's mocks for every bundled stack (mocks: the Kubernetes ones need no cluster)."""
 from __future__ import annotations
 
 import pulumi

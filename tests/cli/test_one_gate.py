@@ -1,5 +1,6 @@
 """One gate: render, plan, preview and up refuse exactly what `inferry validate` refuses, with the same bullets,
-before anything is written, planned or deployed (and before the Pulumi CLI is looked for)."""
+before anything is written, planned or deployed (and before the Pulumi CLI is looked for). The program's own
+refusal runs under Pulumi's mocks: the point is that nothing reaches an engine."""
 from __future__ import annotations
 
 from pathlib import Path

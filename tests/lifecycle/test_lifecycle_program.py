@@ -1,4 +1,7 @@
-"""The whole program under the harness: the weight store's bucket is really created, kept, updated, deleted."""
+"""The whole program under the harness: the weight store's bucket is really created, kept, updated, deleted.
+
+The harness (tests/support/progharness.py), because the Kubernetes stacks' bucket is the point here and the
+cluster tier needs its own tools; and the CLI's lifecycle commands are driven in-process with it."""
 from __future__ import annotations
 
 import json

@@ -2,7 +2,9 @@
 
 Real OpenSSH test hosts (tests/hosts) run the stand-in engine; two real S3 servers with different keys hold
 each stack's weights; the Pulumi program (__main__.py) runs under mocks whose dynamic resources are
-handed to their real providers (tests/support/progharness.py).
+handed to their real providers (tests/support/progharness.py): a failure is injected at each step of a
+migration, which the real engine could not be stopped at (tests/lifecycle/test_real_engine_migrate.py
+migrates through it).
 """
 from __future__ import annotations
 

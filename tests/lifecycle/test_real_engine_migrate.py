@@ -1,7 +1,8 @@
 """`inferry migrate` through the real Pulumi engine: two SSH stacks, two stores, no moment without an answer.
 
 Each stack has its own host and its own S3 store with its own keys, all set as Pulumi secrets; only a's store
-holds the model. A client polls both endpoints the whole time (tests/progharness.Poller).
+holds the model. A client polls both endpoints the whole time (tests/progharness.Poller). The destroy test
+also runs alone: the `b_serving` fixture brings b up when no migration did.
 """
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import hashlib
 import pytest
 
 from infra.lifecycle import probe
+from infra.storage.settings import StoreSettings
+from infra.storage.sync import push
 from tests.support.progharness import Poller
 from tests.support.realengine import Project, model_store
 from tests.support.ssh_env import BUCKET, FILES, MODEL, PREFIX
@@ -69,8 +72,27 @@ def test_migrate_through_the_real_engine_without_downtime(stacks):
     assert project.resources("a") == {} and len(project.resources("b")) == 8
 
 
-def test_destroy_through_inferry_then_again_finds_nothing(stacks):
-    project, hosts, _ = stacks
+@pytest.fixture
+def b_serving(stacks):
+    """b up, as the migration leaves it; run alone, b's store gets the model as a migration copies it, then up."""
+    project, hosts, servers = stacks
+    if not project.resources("b"):
+        model = tmp_model(servers["b"].root.parent / "model-b")
+        push(StoreSettings(servers["b"].endpoint, servers["b"].region, BUCKET, *KEYS["b"]), model, PREFIX, show=False)
+        project.inferry("up", "b")
+    return stacks
+
+
+def tmp_model(folder):
+    """The test model's files in folder."""
+    folder.mkdir(exist_ok=True)
+    for rel, data in FILES.items():
+        (folder / rel).write_bytes(data)
+    return folder
+
+
+def test_destroy_through_inferry_then_again_finds_nothing(b_serving):
+    project, hosts, _ = b_serving
     r = project.inferry("destroy", "b", "--yes")
     assert "b destroyed: 7 delete" in r.stdout and "  deleted pulumi-python:dynamic/inferry:SshService ssh-rmb-service" \
         in r.stdout, r.stdout

@@ -2,7 +2,9 @@
 
 Every secret gets a unique, greppable value; afterwards everything the flow produced is searched for it:
 state and outputs, captured output and logs, the host's whole filesystem (the 0600 env file excepted), the
-host's process command lines, and the files inferry keeps locally.
+host's process command lines, and the files inferry keeps locally. The lifecycle runs under the program
+harness (tests/support/progharness.py) so that every log line and captured stream of one process can be searched;
+the real engine's state is searched in tests/targets/ssh/test_real_engine_ssh.py.
 """
 from __future__ import annotations
 

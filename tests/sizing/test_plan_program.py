@@ -1,4 +1,7 @@
-"""The Pulumi program runs the same fit check: an infeasible stack fails before any resource exists."""
+"""The Pulumi program runs the same fit check: an infeasible stack fails before any resource exists.
+
+Under Pulumi's mocks, so each case is a fraction of a second and the error is the program's own exception
+(the real engine's preview of one is in tests/targets/ssh/test_real_engine_ssh.py)."""
 from __future__ import annotations
 
 import json

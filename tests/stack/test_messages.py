@@ -1,4 +1,7 @@
-"""A new user's usual mistakes: a value outside a fixed set, a misspelt key around the deployment."""
+"""A new user's usual mistakes: a value outside a fixed set, a misspelt key around the deployment.
+
+The program's messages are read under Pulumi's mocks (tests/support/harness.py): the exception itself, which
+the real engine would only print."""
 from __future__ import annotations
 
 import pytest

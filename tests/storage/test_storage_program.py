@@ -1,4 +1,6 @@
-"""The WeightStore under Pulumi's mocks: one dynamic Bucket, inputs free of secrets; validate's storage check."""
+"""The WeightStore under Pulumi's mocks: one dynamic Bucket, inputs free of secrets; validate's storage check.
+
+Mocks, because the inputs are read as the program built them, before any serialisation could hide a leak."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,8 @@
-"""Pulumi test harness: run a program under Pulumi's own mocks and record every resource."""
+"""Pulumi test harness: run a program under Pulumi's own mocks and record every resource.
+
+Kept where the real engine cannot do as well: every option combination of a component in a fraction of a
+second each, each resource's inputs seen as the program built them, with no plugin or provider behind them.
+"""
 from __future__ import annotations
 
 import json

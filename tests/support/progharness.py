@@ -4,10 +4,11 @@ Like the engine: create on the first run; later runs diff against recorded state
 only where diff says so; resources gone from the program are deleted; destroy deletes in reverse order.
 It is a `Deployer`, so `inferry migrate` runs end-to-end without the Pulumi CLI.
 
-The real engine is the backbone (tests/test_real_engine_*.py, `-k real_engine`). This harness stays as the
-fast tier where many runs or the Kubernetes stacks are needed: CLI lifecycle error paths and migrate journals
+The real engine is the backbone (`pytest -m real_engine`). This harness stays where the real engine cannot
+do as well: a failure injected between two steps of one run, many runs per test in seconds, and a Deployer
+`inferry migrate` can be handed in-process: CLI lifecycle error paths and migrate journals
 (test_cli_errors, test_migrate_local, test_migrate_plan, test_migrate_weights, test_lifecycle_bench), the
-Kubernetes stacks' bucket lifecycle until the Kubernetes provider plugin runs here (test_lifecycle_program),
+Kubernetes stacks' bucket lifecycle without a cluster (test_lifecycle_program),
 migrate failing at each step on SSH hosts (test_migrate_ssh), the secret canaries, and its own semantics
 (test_lifecycle_harness).
 """

@@ -1,7 +1,8 @@
 """Drive a Pulumi dynamic provider through Pulumi's own provider host (`python -u -m pulumi.dynamic`, gRPC).
 
-The engine is not installable here, so this client plays its part: it starts the host, sends
-Configure, then Check/Create/Diff/Update/Read/Delete with the serialized provider in `__provider`,
+This client plays the engine's part, so a test can send one call the engine would only send in a set order
+(a Read of a given state, an Update from a hand-made old state, a Delete of a half-created resource) and
+see each answer exactly: it starts the host, sends Configure, then Check/Create/Diff/Update/Read/Delete with the serialized provider in `__provider`,
 exactly as `pulumi up` would. Secrets follow the engine's rule: the host answers
 acceptSecrets=False, so secret inputs are sent as plain values and any output of the same name
 comes back marked secret (see `Result.secret_keys`).

@@ -41,9 +41,13 @@ class Project:
         self.folder = Path(folder)
         (self.folder / "stacks").mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / "Pulumi.yaml", self.folder / "Pulumi.yaml")
-        for name in ("__main__.py", "infra", ".venv"):  # the program and Pulumi.yaml's virtualenv, as in a checkout
+        # The program, and as Pulumi.yaml's virtualenv the one these tests run in (a git worktree has none of
+        # its own: the language host of a typed `pulumi refresh` would find no Python there).
+        venv = Path(sys.prefix) if sys.prefix != sys.base_prefix else ROOT / ".venv"
+        links = {"__main__.py": ROOT / "__main__.py", "infra": ROOT / "infra", ".venv": venv}
+        for name, target in links.items():
             if not (self.folder / name).exists():
-                (self.folder / name).symlink_to(ROOT / name)
+                (self.folder / name).symlink_to(target)
         home = self.folder / ".pulumi-home"
         home.mkdir(exist_ok=True)
         self.env = {**os.environ, "PATH": tools_path(), "PULUMI_HOME": str(home), "PULUMI_SKIP_UPDATE_CHECK": "true",

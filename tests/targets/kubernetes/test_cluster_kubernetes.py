@@ -1,6 +1,7 @@
 """The Kubernetes target against a real API server (Kubernetes 1.36, tests/support/cluster.py), deployed by the real
 Pulumi engine and the real pulumi-kubernetes provider. Pods run no containers (kwok's fake nodes mark them
-Running): serving is not proven here, everything up to it is. The tests of the stack run in order.
+Running): serving is not proven here, everything up to it is. The tests of the stack are its life in order, and
+each also runs alone: `deployed` brings the stack up first when nothing is.
 """
 from __future__ import annotations
 
@@ -69,6 +70,15 @@ def k8s(cluster, s3_server, tmp_path_factory):
     project.pulumi("destroy", "--yes", "--stack", "k8s", check=False, timeout=600)
 
 
+@pytest.fixture
+def deployed(k8s):
+    """The stack up as its stack file says, as the tests before leave it: `inferry up` when nothing is."""
+    project = k8s[0]
+    if not project.resources("k8s"):
+        project.inferry("up", "k8s", timeout=600)
+    return k8s
+
+
 def changes(stdout: str) -> list[tuple[str, str]]:
     """(verb, type) of each finished step of `inferry up/destroy`."""
     return re.findall(r"^  (created|updated|replaced|deleted) (\S+) \S+$", stdout, re.M)
@@ -91,6 +101,7 @@ def test_up_creates_every_object_and_the_deployment_becomes_available(k8s):
     assert API_KEY not in everything and SECRET_KEY not in everything  # secrets only in the Secret
 
 
+@pytest.mark.usefixtures("deployed")
 def test_second_up_changes_nothing(k8s):
     project, cluster, _ = k8s
     before = cluster.get("deployment", NAME, NS)["metadata"]
@@ -100,6 +111,7 @@ def test_second_up_changes_nothing(k8s):
     assert (after["generation"], after["resourceVersion"]) == (before["generation"], before["resourceVersion"])
 
 
+@pytest.mark.usefixtures("deployed")
 def test_an_engine_option_updates_the_deployment_in_place_and_rolls_a_new_replicaset(k8s):
     project, cluster, store = k8s
     d = stack_deployment(cluster, store, pdb_min_available=1)
@@ -119,6 +131,7 @@ def test_an_engine_option_updates_the_deployment_in_place_and_rolls_a_new_replic
     assert pdb["spec"]["minAvailable"] == 1 and pdb["status"]["currentHealthy"] >= 1
 
 
+@pytest.mark.usefixtures("deployed")
 def test_an_ingress_is_not_awaited_for_an_address_no_controller_gives(k8s):
     project, cluster, store = k8s
     d = stack_deployment(cluster, store, pdb_min_available=1, ingress={"host": "llm.example.eu"})
@@ -145,6 +158,7 @@ def test_more_gpus_than_any_node_has_fails_in_bounded_time_with_the_schedulers_r
     project.pulumi("destroy", "--yes", "--stack", "big", timeout=600)
 
 
+@pytest.mark.usefixtures("deployed")
 def test_destroy_removes_everything_and_the_namespace_it_created(k8s):
     project, cluster, _ = k8s
     r = project.inferry("destroy", "k8s", "--yes", timeout=600)

@@ -1,4 +1,7 @@
-"""The Kubernetes target under Pulumi mocks: every object of every option combination is schema-valid."""
+"""The Kubernetes target under Pulumi mocks: every object of every option combination is schema-valid.
+
+Mocks, because the combinations are many (hundreds of programs) and need no cluster; the real engine and API
+server deploy the main ones in tests/targets/kubernetes/test_cluster_kubernetes.py."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,6 @@
-"""The same stack on Kubernetes runs the same engine as on SSH: image, command line and environment."""
+"""The same stack on Kubernetes runs the same engine as on SSH: image, command line and environment.
+
+Under Pulumi's mocks: what is compared is what the program asks for, on both targets, with no cluster."""
 from __future__ import annotations
 
 import yaml

@@ -11,6 +11,7 @@ from tests.support.realengine import Project, model_store
 from tests.support.ssh_env import BUCKET, MODEL, PREFIX
 from tests.targets.ssh.test_ssh_docker import container
 
+pytestmark = pytest.mark.docker  # the host runs its own Docker engine (real_engine and the rest by fixture)
 API_KEY = "sk-real-docker-" + "2" * 20
 KEYS = ("rd-access-key", "rd-secret-key-" + "3" * 12)
 
@@ -37,6 +38,15 @@ def stack(host_network, s3_server_factory, tmp_path_factory):
     host_network.remove_host(h)
 
 
+@pytest.fixture
+def up(stack):
+    """The stack up, as the first test leaves it: brought up here when a later test runs alone."""
+    project, _ = stack
+    if not project.resources("dock"):
+        project.inferry("up", "dock")
+    return stack
+
+
 def test_up_runs_the_container_and_a_second_up_keeps_it(stack):
     project, h = stack
     project.inferry("up", "dock")
@@ -48,8 +58,8 @@ def test_up_runs_the_container_and_a_second_up_keeps_it(stack):
     assert container(h)["Id"] == first["Id"] and container(h)["State"]["StartedAt"] == first["State"]["StartedAt"]
 
 
-def test_status_shows_a_crash_docker_recovered_from(stack):
-    project, h = stack
+def test_status_shows_a_crash_docker_recovered_from(up):
+    project, h = up
     h.exec(f"kill -KILL {container(h)['State']['Pid']}", check=True)
     deadline = time.monotonic() + 30
     while not (container(h)["RestartCount"] == 1 and probe.healthy(f"http://{h.address}:8000/v1")):
@@ -61,8 +71,8 @@ def test_status_shows_a_crash_docker_recovered_from(stack):
     assert "restarted 1 time since the last apply" in r.stdout, r.stdout
 
 
-def test_destroy_removes_the_container(stack):
-    project, h = stack
+def test_destroy_removes_the_container(up):
+    project, h = up
     r = project.inferry("destroy", "dock", "--yes")
     assert "dock destroyed:" in r.stdout and container(h) == {}
     assert h.exec("ls -A /etc/inferry 2>/dev/null").stdout == ""

@@ -2,10 +2,9 @@
 
 Real: the Pulumi CLI and engine (scripts/tools.sh), its local file backend and passphrase secrets, Pulumi's
 dynamic-provider plugin, two OpenSSH hosts (tests/hosts), an rclone S3 store. Stand-in: the GPU engine.
-`pulumi preview/up` typed in the folder need Pulumi's Python language plugin, which the Go module proxy
-refuses here; the same program runs inline under `inferry preview/up` (same CLI, engine, state and plugin).
-`pulumi refresh/destroy/stack export/config` run exactly as typed. The tests run in order: each starts from
-the state the one before left.
+`pulumi refresh/destroy/stack export/config` run as typed. The module is one stack's life in order, and each
+test also runs alone: the `deployed` fixture brings the stack up first when nothing is (tests that need it
+down come first in the module, on fresh hosts).
 """
 from __future__ import annotations
 
@@ -73,6 +72,14 @@ def world(host_network, s3_server_factory, tmp_path_factory):
         host_network.remove_host(h)
 
 
+@pytest.fixture
+def deployed(world):
+    """The stack up as its stack file says, as the tests before leave it: `inferry up` when nothing is."""
+    if not world.project.resources("two"):
+        world.project.inferry("up", "two")
+    return world
+
+
 def changes(stdout: str) -> list[tuple[str, str]]:
     """(verb, resource name) of each finished step in `inferry up/destroy` progress."""
     return re.findall(r"^  (created|updated|replaced|deleted) \S+ (\S+)$", stdout, re.M)
@@ -111,6 +118,7 @@ def test_up_streams_progress_and_serves_with_the_key_only(world):
             assert hashlib.sha256(h.path(f"{model_dir}/{rel}").read_bytes()).digest() == hashlib.sha256(data).digest()
 
 
+@pytest.mark.usefixtures("deployed")
 def test_second_up_changes_nothing_on_any_host(world):
     before = [(ops_log(h), len(h.engine_starts())) for h in world.hosts]
     r = world.project.inferry("up", "two")
@@ -118,6 +126,7 @@ def test_second_up_changes_nothing_on_any_host(world):
     assert [(ops_log(h), len(h.engine_starts())) for h in world.hosts] == before
 
 
+@pytest.mark.usefixtures("deployed")
 def test_up_runs_the_cli_twice_and_never_has_it_decrypt_secrets(world, tmp_path):
     """Every `pulumi` an `inferry up` runs, as the CLI saw it: `version` once (inferry's check; the Automation
     API's own is skipped), then `up --stack NAME` and nothing else: no `stack select`, and no `stack output`
@@ -149,6 +158,7 @@ def test_up_runs_the_cli_twice_and_never_has_it_decrypt_secrets(world, tmp_path)
     assert commands == [["version"], ["stack", "output"]] and not any("--show-secrets" in c for c in calls), calls
 
 
+@pytest.mark.usefixtures("deployed")
 def test_verify_weights_hashes_every_file_again_and_repairs_only_that(world):
     model_dir = world.outputs("two", "ssh-re1-weights")["model_dir"]
     size = len(FILES["tokenizer.json"])  # same size, other bytes: a plain up (size check) does not see it
@@ -161,6 +171,7 @@ def test_verify_weights_hashes_every_file_again_and_repairs_only_that(world):
     assert world.outputs("two", "ssh-re1-weights")["fetched"] == 1 and world.outputs("two", "ssh-re2-weights")["fetched"] == 0
 
 
+@pytest.mark.usefixtures("deployed")
 def test_engine_option_updates_services_one_host_at_a_time(world):
     world.project.set_deployment("two", world.deployment(max_num_seqs=64))
     r = world.project.inferry("preview", "two")
@@ -183,6 +194,7 @@ def test_engine_option_updates_services_one_host_at_a_time(world):
     assert all(s[1] or s[2] for s in samples), "both replicas were down at once"
 
 
+@pytest.mark.usefixtures("deployed")
 def test_refresh_records_drift_and_up_repairs_it(world):
     svc1, svc2 = (world.outputs("two", f"ssh-{h.name}-service") for h in world.hosts)
     world.hosts[0].exec(f"kill -TERM -$(cat {svc1['service_dir']}/supervisor.pid)", check=True)
@@ -202,6 +214,7 @@ def test_refresh_records_drift_and_up_repairs_it(world):
     assert changes(world.project.inferry("up", "two").stdout) == []
 
 
+@pytest.mark.usefixtures("deployed")
 def test_no_secret_in_state_or_stack_files(world):
     key_line = max(world.private_key.splitlines(), key=len)
     canaries = {"api key": API_KEY, "S3 access key": S3_KEYS[0], "S3 secret key": S3_KEYS[1], "SSH key": key_line}
@@ -218,6 +231,7 @@ def test_no_secret_in_state_or_stack_files(world):
         assert set(service["inputs"][secret]) == {"4dabf18193072939515e22adb298388d", "ciphertext"}
 
 
+@pytest.mark.usefixtures("deployed")
 def test_host_down_mid_up_names_it_and_the_next_up_finishes_the_rest(world):
     world.project.set_deployment("two", world.deployment(max_num_seqs=32))
     world.hosts[1].stop_sshd()
@@ -236,6 +250,7 @@ def test_host_down_mid_up_names_it_and_the_next_up_finishes_the_rest(world):
     assert ops_log(world.hosts[0]) == first and "32" in world.hosts[1].engine_starts()[-1]["argv"]
 
 
+@pytest.mark.usefixtures("deployed")
 def test_outputs_are_the_stacks(world):
     r = world.project.inferry("outputs", "two", "--json")
     assert f"http://{world.hosts[0].address}:8080/v1" in r.stdout
@@ -243,6 +258,7 @@ def test_outputs_are_the_stacks(world):
     assert plain == f"http://{world.hosts[0].address}:8080/v1"
 
 
+@pytest.mark.usefixtures("deployed")
 def test_destroy_removes_in_dependency_order_and_again_is_a_noop(world):
     svc = world.outputs("two", "ssh-re1-service")
     model_dir = world.outputs("two", "ssh-re1-weights")["model_dir"]
@@ -271,6 +287,6 @@ def test_infeasible_stack_fails_preview_with_the_plans_reason(world):
     r = world.project.inferry("preview", "big", check=False)
     assert r.returncode == 1, r.stderr
     assert r.stderr.count("exceed the 125.91 GiB the engine may use on a H200") == 1, r.stderr
-    assert "fix: set engine.tensor_parallel_size: 8" in r.stderr
+    assert "set engine.tensor_parallel_size: 8" in r.stderr  # the bullet's fix, as validate words it
     assert "Traceback" not in r.stdout + r.stderr
     assert world.project.resources("big") == {}

@@ -16,6 +16,7 @@ from infra.targets.ssh import pool
 from infra.targets.ssh.status import host_lines
 from tests.support.ssh_env import API_KEY, MODEL, apply, deployment, ops_log, plan_for, secrets, weights_store  # noqa: F401
 
+pytestmark = pytest.mark.docker  # every host here runs its own Docker engine
 IMAGE = "vllm/vllm-openai:v0.33.0"
 
 
