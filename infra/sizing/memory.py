@@ -51,7 +51,7 @@ class SizingInput:
     tp: int = 1
     pp: int = 1
     kv_dtype_bytes: int = 2
-    engine: str = "vllm"  # the engine's kind, for messages
+    engine: str = ""  # the engine's kind, for messages
     kv_share_of: KvShare = "total"
     memory_fraction: float = 0.9
     batched_tokens: int = 8192
