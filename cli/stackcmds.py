@@ -7,6 +7,7 @@ import typer
 
 from cli.common import err, handle_errors, load_checked, out
 from infra.errors import InferryError
+from infra.stack.kinds import ENGINE_KINDS
 from infra.stack.project import in_project, project_root
 from infra.stack.stackfile import stack_path
 
@@ -27,7 +28,7 @@ def validate(stack: str = typer.Argument(..., help=STACK_HELP)) -> None:
 def init(
     stack: str = typer.Argument(..., help=STACK_HELP),
     target: str = typer.Option("ssh", help="ssh | kubernetes"),
-    engine: str = typer.Option("vllm", help="vllm | tensorrt-llm"),
+    engine: str = typer.Option(ENGINE_KINDS[0], help=" | ".join(ENGINE_KINDS)),
 ) -> None:
     """Write a commented stack file that validates (never overwrites); a stack NAME in a folder that is not a
     Pulumi project also makes the folder one (Pulumi.yaml, __main__.py), so `pulumi up` runs there too."""

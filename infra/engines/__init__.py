@@ -1,4 +1,4 @@
-"""Engines: the stack's engine section -> a ServiceSpec, chosen by engine kind in one place."""
+"""Engines: the stack's engine section -> a ServiceSpec, through the engine its kind names (registry.py)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -9,8 +9,7 @@ if TYPE_CHECKING:  # kept out of import time: infra.engines.options must import 
 
 
 def service_spec(d: Deployment, model_dir: str | None = None, **kw) -> ServiceSpec:
-    """The service for a deployment's engine (vllm or tensorrt-llm); model_dir: where the target put weights."""
-    from infra.engines import trtllm, vllm
+    """The service for a deployment's engine; model_dir: where the target put weights."""
+    from infra.engines.registry import engine_for
 
-    module = vllm if d.engine.kind == "vllm" else trtllm
-    return module.service_spec(d, model_dir, **kw)
+    return engine_for(d.engine.kind).service_spec(d, model_dir, **kw)

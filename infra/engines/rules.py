@@ -2,19 +2,18 @@
 `engine_checks` feeds them the deployment plus GPU/model facts (the catalog, or model.architecture)."""
 from __future__ import annotations
 
-import yaml
-
-from infra.stack.config import Deployment, TrtllmEngine, VllmEngine
 from infra.engines import options
+from infra.engines.spec import ServiceSpec
 from infra.errors import Problem
 
 
-def fp8_rule(engine: str, fp8_compute: bool, fp8_kv: bool, capability: float) -> list[Problem]:
-    """FP8 needs compute capability 8.9+ (Ada, Hopper); vLLM falls back to weight-only FP8 below that."""
+def fp8_rule(weight_only: bool, fp8_compute: bool, fp8_kv: bool, capability: float) -> list[Problem]:
+    """FP8 needs compute capability 8.9+ (Ada, Hopper); an engine with weight_only (vLLM) falls back to
+    weight-only FP8 below that."""
     if not (fp8_compute or fp8_kv) or capability >= 8.9:
         return []
     path = "engine.quantization" if fp8_compute else "engine.kv_cache_dtype"
-    if engine == "vllm" and fp8_compute:
+    if weight_only and fp8_compute:
         # vLLM 0.33 model_executor/layers/quantization/fp8.py: Fp8Config.get_min_capability() is 75, and
         # "For GPUs that lack FP8 hardware support, we can leverage the Marlin kernel for fast weight-only
         # FP8 quantization" (docs: features/quantization/fp8, W8A16 on Ampere).
@@ -57,56 +56,17 @@ def context_rule(max_model_len: int | None, max_context: int) -> list[Problem]:
                     str(max_model_len), hint=f"set it to {max_context} or less")]
 
 
-def backend_rule(version: str, backend: str) -> list[Problem]:
-    """The TensorRT (engine-build) backend ships in TensorRT-LLM up to the 1.2 line, not after."""
-    major, minor = (int(x) for x in version.split(".")[:2])
-    if backend != "tensorrt" or (major, minor) <= (1, 2):
-        return []
-    return [Problem("engine.backend", f"TensorRT-LLM {version} no longer ships the TensorRT backend "
-                    "(PyTorch backend only after the 1.2 line)", "'tensorrt'",
-                    hint="use backend: pytorch, or pin engine.version to a 1.2.x release")]
-
-
-def option_rule(d: Deployment) -> list[Problem]:
-    """Every rendered flag (extra_args included) and YAML key exists in the pinned engine version."""
-    from infra.engines import service_spec
-
-    spec = service_spec(d)
+def snapshot_problems(spec: ServiceSpec) -> list[Problem]:
+    """A warning when the pinned version has no option snapshot (the option checks are then skipped)."""
     try:
         options.snapshot(spec.engine, spec.version)
     except options.OptionError as e:
         return [Problem("engine.version", f"cannot check options: {e}", severity="warning",
                         hint="run scripts/snapshot_vllm.py or scripts/snapshot_trtllm.py for this version")]
-    path = "engine.extra_args" if isinstance(d.engine, VllmEngine) else "engine"
-    problems = [Problem(path, f"{spec.engine} {spec.version} refuses the command line: {msg}")
-                for msg in options.check_args(spec.engine, spec.version, spec.args)]
-    for f in spec.files if isinstance(d.engine, TrtllmEngine) else ():
-        problems += [Problem("engine.extra_options", f"{spec.engine} {spec.version} --config: {msg}")
-                     for msg in options.check_yaml(spec.version, yaml.safe_load(f.content), d.engine.backend)]
-    if isinstance(d.engine, TrtllmEngine):
-        from infra.engines.trtllm_types import type_problems
-
-        problems += type_problems(options.snapshot(spec.engine, spec.version)["yaml"], spec.version,
-                                  d.engine.backend, d.engine.extra_options)
-    return problems
+    return []
 
 
-def trtllm_rules(d: Deployment) -> list[Problem]:
-    """TensorRT-LLM-only combinations: backend per version, quantization on the PyTorch backend, extra_options
-    against the typed fields and the backend's YAML rules."""
-    from infra.engines import trtllm, trtllm_options
-
-    e = d.engine
-    assert isinstance(e, TrtllmEngine)
-    problems = backend_rule(e.version, e.backend)
-    if e.backend == "pytorch" and e.quantization is not None:
-        # The PyTorch backend reads the quantization from the checkpoint (ModelOpt hf_quant_config.json).
-        problems.append(Problem("engine.quantization", "the PyTorch backend takes quantization from a "
-                                "pre-quantized checkpoint, not from a flag", repr(e.quantization),
-                                severity="warning", hint="point model.weights at a ModelOpt-quantized checkpoint"))
-    problems += trtllm_options.conflict_problems(d)
-    problems += trtllm_options.tensorrt_backend_problems(e, trtllm.config_yaml(d))
-    if e.kv_cache_dtype == "fp8_e5m2":
-        problems.append(Problem("engine.kv_cache_dtype", "TensorRT-LLM's FP8 KV cache is E4M3 only",
-                                "'fp8_e5m2'", hint="use fp8"))
-    return problems
+def argv_problems(spec: ServiceSpec, path: str) -> list[Problem]:
+    """Every flag of the rendered command line (extra args included) that the pinned version refuses."""
+    return [Problem(path, f"{spec.engine} {spec.version} refuses the command line: {msg}")
+            for msg in options.check_args(spec.engine, spec.version, spec.args)]

@@ -49,7 +49,7 @@ class BuildStep:
 class ServiceSpec:
     """Everything a target needs to run an engine: image, command line, env, files, port, health."""
 
-    engine: str  # "vllm" | "tensorrt-llm"
+    engine: str  # the engine's kind (infra/engines/registry.py)
     version: str
     image: str
     command: tuple[str, ...]  # the executable and subcommand, e.g. ("vllm", "serve")
@@ -72,6 +72,9 @@ class ServiceSpec:
     # More weights the engine reads besides the model (e.g. a speculative draft): (s3:// source, engine path).
     extra_weights: tuple[tuple[str, str], ...] = ()
     shm_size: str = "16g"  # NCCL / PyTorch shared memory for tensor parallelism
+    # The CUDA release the image is built on: the host driver must support it (SSH preflight); "" unknown.
+    cuda_requirement: str = ""
+    queue_metric: str | None = None  # the engine's per-pod queue gauge for autoscaling; None: none known
     labels: dict[str, str] = field(default_factory=dict)
 
     @property

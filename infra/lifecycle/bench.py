@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infra.errors import InferryError
+from infra.engines.registry import engine_for
 from infra.lifecycle.deployer import Deployer, endpoints
 from infra.lifecycle.loadgen import BenchReport, LoadSpec, run_load
 from infra.lifecycle.journal import inferry_dir
@@ -79,7 +80,7 @@ def target_of(stack: Stack | None, deployer: Deployer | None, endpoint: str | No
 
 def run_bench(t: BenchTarget, spec_args: dict, report_path: Path | None) -> tuple[dict, list[str]]:
     """Bench one endpoint; returns (the report, the printed lines). With a stack, records tokens/s for plan."""
-    exact = t.stack is not None and t.stack.deployment.engine.kind == "vllm"
+    exact = t.stack is not None and engine_for(t.stack.deployment.engine.kind).exact_output_length
     spec = LoadSpec(**spec_args, exact_length=exact)
     path = report_path or inferry_dir() / "bench" / f"{t.name}.json"
     _writable(path)  # before the load: a run is not thrown away for want of a folder

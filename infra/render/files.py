@@ -85,8 +85,7 @@ def ssh_spec(stack_or_deployment: Any, runtime: str | None = None) -> ServiceSpe
     assert isinstance(t, SshTarget)
     if (runtime or t.runtime) == "docker":
         return service_spec(d)
-    kw = {"config_dir": t.service_dir} if d.engine.kind == "tensorrt-llm" else {}
-    return service_spec(d, models_dir=t.weights_cache, **kw)
+    return service_spec(d, models_dir=t.weights_cache, config_dir=t.service_dir)
 
 
 def _volumes(t: SshTarget, spec: ServiceSpec) -> list[str]:

@@ -6,7 +6,8 @@ from dataclasses import replace
 from typing import Any
 
 from infra.sizing import catalog
-from infra.stack.config import Deployment, VllmEngine
+from infra.stack.config import Deployment
+from infra.engines.registry import engine_for
 from infra.errors import InferryError, Problem, SizingError
 from infra.sizing.modelinfo import ModelInfo, Reader
 from infra.sizing.plan import Fix, Plan, evaluate, make_plan
@@ -31,7 +32,7 @@ def _candidates(d: Deployment, info: ModelInfo) -> Iterator[Candidate]:
     if e.kv_cache_dtype == "auto" and gpu.fp8:
         yield ({"engine.kv_cache_dtype": "fp8"}, "halves the KV cache per token",
                with_fields(d, "engine", kv_cache_dtype="fp8"))
-    if e.quantization is None and (gpu.fp8 or isinstance(e, VllmEngine)):
+    if e.quantization is None and (gpu.fp8 or engine_for(e.kind).sizing.fp8_weight_only):
         yield {"engine.quantization": "fp8"}, "halves the weights", with_fields(d, "engine", quantization="fp8")
     inp, _, _ = evaluate(d, info)
     ctx = max_fitting_context(inp)

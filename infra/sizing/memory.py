@@ -35,7 +35,9 @@ QUANT_BYTES = {
     "bitsandbytes": 0.56, "gguf": 0.6, "modelopt_fp4": 0.5625, "nvfp4": 0.5625, "mxfp4": 0.53,
 }
 
-Engine = Literal["vllm", "tensorrt-llm"]
+# How the engine's memory fraction sizes its KV pool: a share of the whole GPU (KV gets what weights,
+# activations and overhead leave of it), or a share of what is still free after loading.
+KvShare = Literal["total", "free"]
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,8 @@ class SizingInput:
     tp: int = 1
     pp: int = 1
     kv_dtype_bytes: int = 2
-    engine: Engine = "vllm"
+    engine: str = ""  # the engine's kind, for messages
+    kv_share_of: KvShare = "total"
     memory_fraction: float = 0.9
     batched_tokens: int = 8192
     block_size: int = DEFAULT_BLOCK_SIZE
@@ -123,12 +126,12 @@ def budget(inp: SizingInput) -> Budget:
     weights = -(-inp.weights_bytes // (inp.tp * inp.pp))
     act = activation_bytes(inp.batched_tokens, inp.arch.hidden_size)
     overhead = RUNTIME_OVERHEAD_BYTES + (TP_COMM_BYTES if inp.tp > 1 else 0)
-    if inp.engine == "vllm":
-        # vLLM: total x gpu_memory_utilization is the whole budget; KV gets what the rest leaves.
+    if inp.kv_share_of == "total":
+        # e.g. vLLM: total x gpu_memory_utilization is the whole budget; KV gets what the rest leaves.
         usable = int(total * inp.memory_fraction)
         kv = usable - weights - act - overhead
     else:
-        # TensorRT-LLM: kv_cache_free_gpu_memory_fraction of the memory still free after loading.
+        # e.g. TensorRT-LLM: kv_cache_free_gpu_memory_fraction of the memory still free after loading.
         usable = total
         kv = int((total - weights - act - overhead) * inp.memory_fraction)
     return Budget(total, usable, weights, act, overhead, kv)

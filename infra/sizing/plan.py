@@ -5,22 +5,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.sizing import catalog
-from infra.stack.config import Deployment, KubernetesTarget, VllmEngine
+from infra.stack.config import Deployment, KubernetesTarget
+from infra.engines.registry import engine_for
 from infra.sizing.cost import Throughput, choose_throughput, cpm, decode_estimate, price_note, usd_per_hour
 from infra.sizing.modelinfo import ModelInfo, Reader, resolve, weights_on_gpus
 from infra.sizing.memory import SizingInput, Verdict, size
-
-# vLLM's default max_num_batched_tokens for `vllm serve` (vllm/engine/arg_utils.py, V1 defaults):
-# 8192 on GPUs with at least 70 GiB that are not A100s, 2048 elsewhere. TensorRT-LLM's max_num_tokens: 8192.
-BIG_GPU_BATCHED_TOKENS, SMALL_GPU_BATCHED_TOKENS = 8192, 2048
-# Its default max_num_seqs, same file and rule (_set_default_args / get_batch_defaults, OPENAI_API_SERVER
-# context): 1024 on those large GPUs, 256 elsewhere, never above max_num_batched_tokens.
-BIG_GPU_MAX_SEQS, SMALL_GPU_MAX_SEQS = 1024, 256
-# TensorRT-LLM: trtllm-serve's --max_batch_size and --max_num_tokens default to BuildConfig's 2048 and 8192.
-TRTLLM_MAX_BATCH_SIZE = 2048
-TRTLLM_MAX_NUM_TOKENS = 8192
-TRTLLM_TOKENS_PER_BLOCK = 32  # kv_cache_config.tokens_per_block default
-
 
 @dataclass(frozen=True)
 class Fix:
@@ -59,51 +48,34 @@ def replicas(d: Deployment) -> int:
     return len(t.hosts)
 
 
-def _big(gpu: catalog.GpuSpec) -> bool:
-    """vLLM's larger defaults: at least 70 GiB and not an A100 (the Ampere GPUs of the catalog)."""
-    return gpu.memory_mib >= 70 * 1024 and gpu.architecture != "ampere"
-
-
-def _batched_tokens(d: Deployment, gpu: catalog.GpuSpec) -> int:
-    e = d.engine
-    if isinstance(e, VllmEngine):
-        return e.max_num_batched_tokens or (BIG_GPU_BATCHED_TOKENS if _big(gpu) else SMALL_GPU_BATCHED_TOKENS)
-    return e.max_num_tokens or TRTLLM_MAX_NUM_TOKENS
-
-
 def max_seqs(d: Deployment, gpu: catalog.GpuSpec) -> int:
     """Sequences the engine schedules at once: the stack's setting, else the pinned engine's default."""
-    e = d.engine
-    if isinstance(e, VllmEngine):
-        default = min(BIG_GPU_MAX_SEQS if _big(gpu) else SMALL_GPU_MAX_SEQS, _batched_tokens(d, gpu))
-        return e.max_num_seqs or default
-    return e.max_batch_size or TRTLLM_MAX_BATCH_SIZE
+    return engine_for(d.engine.kind).sizing.max_seqs(d, gpu)
 
 
 def sizing_input(d: Deployment, info: ModelInfo) -> tuple[SizingInput, str]:
     """(the sizing input of one engine instance, where the weight figure came from)."""
     e, gpu = d.engine, catalog.resolve_gpu(d.provider.gpu)
-    vllm = isinstance(e, VllmEngine)
-    quant = e.quantization if vllm else (e.quantization or (e.build.qformat if e.build else None))
+    engine = engine_for(e.kind)
+    m = engine.sizing
+    quant = m.quantization(e)
     quant = None if quant == "full_prec" else quant
-    dtype = e.dtype if vllm and e.dtype != "auto" else d.model.dtype
-    weights, source = weights_on_gpus(info, quant, dtype)
+    weights, source = weights_on_gpus(info, quant, m.dtype(d))
     notes: tuple[str, ...] = ()
-    if vllm and quant == "fp8" and not gpu.fp8:
-        notes += (f"{gpu.key} has no FP8 tensor cores: vLLM runs fp8 weight-only (Marlin), slower",)
+    if m.fp8_weight_only and quant == "fp8" and not gpu.fp8:
+        notes += (f"{gpu.key} has no FP8 tensor cores: {engine.label} runs fp8 weight-only (Marlin), slower",)
     if d.provider.gpu_count > e.gpus:
         notes += (f"provider.gpu_count {d.provider.gpu_count} but the engine uses {e.gpus}: "
                   "the rest are paid for and idle",)
     notes += tuple(filter(None, [price_note(d.provider.price_per_gpu_hour)]))
+    fp8_kv = e.kv_cache_dtype.startswith("fp8")
     inp = SizingInput(
         arch=info.arch, gpu=gpu, weights_bytes=weights,
         max_model_len=e.max_model_len or info.arch.max_context, tp=e.tensor_parallel_size,
-        pp=e.pipeline_parallel_size, kv_dtype_bytes=1 if e.kv_cache_dtype.startswith("fp8") else 2,
-        engine="vllm" if vllm else "tensorrt-llm",
-        memory_fraction=e.gpu_memory_utilization if vllm else e.kv_cache_free_gpu_memory_fraction,
-        batched_tokens=_batched_tokens(d, gpu),
-        block_size=(e.block_size or 16) if vllm else TRTLLM_TOKENS_PER_BLOCK,
-        fp8_compute=not vllm and (quant == "fp8" or e.kv_cache_dtype.startswith("fp8")), notes=notes)
+        pp=e.pipeline_parallel_size, kv_dtype_bytes=1 if fp8_kv else 2,
+        engine=e.kind, kv_share_of=m.kv_share_of, memory_fraction=m.memory_fraction(e),
+        batched_tokens=m.batched_tokens(d, gpu), block_size=m.block_size(e),
+        fp8_compute=not m.fp8_weight_only and (quant == "fp8" or fp8_kv), notes=notes)
     return inp, source
 
 

@@ -1,7 +1,7 @@
 """Contradictions between sections of a valid stack file (each section alone is fine)."""
 from __future__ import annotations
 
-from infra.stack.config import Deployment, KubernetesTarget, VllmEngine
+from infra.stack.config import Deployment, KubernetesTarget
 from infra.errors import Problem
 from infra.stack.problems import did_you_mean
 from infra.stack.regions import KNOWN_REGIONS, in_eu
@@ -48,7 +48,7 @@ def check_gpu_count(d: Deployment) -> list[Problem]:
 
 def check_weight_delivery(d: Deployment) -> list[Problem]:
     """Streaming from S3 needs the weights in S3 and an engine that streams."""
-    streams = isinstance(d.engine, VllmEngine) and d.engine.load_format == "runai_streamer"
+    streams = d.engine.streams_weights
     problems = []
     if streams and not d.model.in_store:
         problems.append(Problem("engine.load_format", "runai_streamer streams from the weight store",

@@ -110,6 +110,11 @@ class EngineBase(_Strict):
         """GPUs one engine instance uses."""
         return self.tensor_parallel_size * self.pipeline_parallel_size
 
+    @property
+    def streams_weights(self) -> bool:
+        """The engine reads the weights from the store itself (the target fetches nothing)."""
+        return False
+
 
 class VllmEngine(EngineBase):
     """vLLM (`vllm serve`) options for the pinned release."""
@@ -130,6 +135,11 @@ class VllmEngine(EngineBase):
         default="auto", description="runai_streamer streams weights from the store; others read the host cache")
     dtype: Literal["auto", "bfloat16", "float16"] = "auto"
     extra_args: list[str] = Field(default_factory=list, description="more `vllm serve` flags, checked too")
+
+    @property
+    def streams_weights(self) -> bool:
+        """The Run:ai Model Streamer reads the weights from the store."""
+        return self.load_format == "runai_streamer"
 
     @field_validator("extra_args")
     @classmethod

@@ -6,11 +6,12 @@ import jinja2
 
 from infra.stack.config_engines import TRTLLM_VERSION, VLLM_VERSION
 from infra.errors import InferryError
+from infra.stack.kinds import ENGINE_KINDS
 from infra.stack.resources import bundled
 
 TEMPLATES = bundled("templates")
 TARGETS = ("ssh", "kubernetes")
-ENGINES = ("vllm", "tensorrt-llm")
+ENGINES = ENGINE_KINDS
 
 
 def render_init(target: str, engine: str) -> str:

@@ -12,13 +12,14 @@ from typing import Any
 
 from pydantic import BaseModel, Tag, ValidationError
 
+from infra.stack.kinds import ENGINE_KINDS
 from infra.stack.secretfix import plain_text_fix
 from infra.errors import Problem
 
 # Field names whose values are secrets: never echo what was found there.
 SECRET_FIELDS = {"private_key", "api_key", "access_key_id", "secret_access_key", "hf_token"}
 # Discriminated unions put the tag in the error location; users never write it.
-UNION_TAGS = {"engine": {"vllm", "tensorrt-llm"}, "target": {"ssh", "kubernetes"},
+UNION_TAGS = {"engine": set(ENGINE_KINDS), "target": {"ssh", "kubernetes"},
               "provider.gpu": {"catalog", "declared"}}
 _TAG_NAMES = set().union(*UNION_TAGS.values())
 # A key shown as written when it is this plain; anything else (empty, spaces, control characters) is quoted.

@@ -5,6 +5,8 @@ import pytest
 
 from infra.engines import checks, rules
 from infra.engines.checks import engine_checks
+from infra.engines.registry import engine_for
+from infra.engines.trtllm.rules import backend_rule
 from infra.stack.validate import findings
 from tests.conftest import STACKS
 from tests.engines.test_engines import BASE, deployment
@@ -18,12 +20,12 @@ LLAMA_8B = {"num_layers": 32, "num_attention_heads": 32, "num_kv_heads": 8, "hea
     ("tensorrt-llm", 8.0, "error"), ("tensorrt-llm", 9.0, None),
 ])
 def test_fp8_rule(engine, cc, severity):
-    found = rules.fp8_rule(engine, True, False, cc)
+    found = rules.fp8_rule(engine_for(engine).sizing.fp8_weight_only, True, False, cc)
     assert [p.severity for p in found] == ([severity] if severity else [])
 
 
 def test_fp8_kv_cache_on_ampere_is_an_error_for_trtllm():
-    assert rules.fp8_rule("tensorrt-llm", False, True, 8.6)[0].path == "engine.kv_cache_dtype"
+    assert rules.fp8_rule(False, False, True, 8.6)[0].path == "engine.kv_cache_dtype"
 
 
 @pytest.mark.parametrize("tp,heads,kv,ok", [(1, 32, 8, True), (2, 32, 8, True), (8, 32, 8, True),
@@ -40,8 +42,8 @@ def test_context_rule():
 
 @pytest.mark.parametrize("version,ok", [("1.2.1", True), ("1.2.0rc2", True), ("1.3.0", False), ("2.0.0", False)])
 def test_tensorrt_backend_only_up_to_the_1_2_line(version, ok):
-    assert (rules.backend_rule(version, "tensorrt") == []) is ok
-    assert rules.backend_rule(version, "pytorch") == []
+    assert (backend_rule(version, "tensorrt") == []) is ok
+    assert backend_rule(version, "pytorch") == []
 
 
 def test_engine_checks_with_architecture_in_the_stack():

@@ -7,7 +7,8 @@ import sys
 import textwrap
 
 from infra.stack.config_engines import TRTLLM_VERSION, VLLM_VERSION
-from infra.engines import trtllm, vllm
+from infra.engines.trtllm import service as trtllm
+from infra.engines.vllm import service as vllm
 from infra.engines.options import snapshot
 from tests.conftest import ROOT
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from infra.engines import service_spec
-from infra.engines.trtllm_options import deep_merge
+from infra.engines.trtllm.extra_options import deep_merge
 from infra.stack.validate import findings
 from tests.support.standin.process import free_port, start_engine
 from tests.engines.test_engines import deployment

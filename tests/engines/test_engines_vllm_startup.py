@@ -7,9 +7,9 @@ import json
 import pytest
 import yaml
 
-from infra.engines import vllm_scheduler
+from infra.engines.vllm import scheduler as vllm_scheduler
 from infra.engines.options import check_args, parse, snapshot
-from infra.engines.vllm_startup import EXTRA, typed_fields
+from infra.engines.vllm.startup import EXTRA, typed_fields
 from infra.stack.validate import findings
 from tests.conftest import ROOT
 from tests.engines.test_engines import BASE, deployment

@@ -98,7 +98,7 @@ def test_capacity_is_whole_blocks_and_concurrency_follows():
 
 
 def test_trtllm_fraction_applies_to_free_memory():
-    vllm, trt = budget(_inp(memory_fraction=0.9)), budget(_inp(engine="tensorrt-llm", memory_fraction=0.9))
+    vllm, trt = budget(_inp(memory_fraction=0.9)), budget(_inp(engine="tensorrt-llm", kv_share_of="free", memory_fraction=0.9))
     assert trt.kv > vllm.kv  # 0.9 of what is left after weights, not of the whole GPU
 
 

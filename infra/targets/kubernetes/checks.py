@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 
 from infra.stack.config import Deployment, KubernetesTarget as TargetSection
+from infra.engines.registry import engine_for
 from infra.errors import ConfigError, Problem
 from infra.targets.kubernetes.names import app_name
 
@@ -45,7 +46,7 @@ def _labels(path: str, labels: dict[str, str]) -> list[Problem]:
 def _scaling(d: Deployment, t: TargetSection) -> list[Problem]:
     a = t.autoscaling
     problems = []
-    if a is not None and not a.scale_to_zero and a.metric is None and d.engine.kind != "vllm":
+    if a is not None and not a.scale_to_zero and a.metric is None and engine_for(d.engine.kind).queue_metric is None:
         problems.append(Problem("target.autoscaling.metric", f"{d.engine.kind} exports no queue gauge inferry knows",
                                 hint="name a per-pod Prometheus gauge, or use scale_to_zero (HTTP add-on)"))
     if a is not None and a.engine == "keda" and not a.scale_to_zero and not t.service_monitor:

@@ -5,9 +5,6 @@ from typing import Any
 
 from infra.targets.kubernetes.context import Ctx
 
-# Queue gauges per engine: vLLM exports vllm:num_requests_waiting (labels include model_name).
-# trtllm-serve's /metrics is beta iteration statistics, not a queue gauge: no default there.
-QUEUE_METRIC = {"vllm": "vllm:num_requests_waiting"}
 KEDA_API = "keda.sh/v1alpha1"
 HTTP_ADDON_API = "http.keda.sh/v1alpha1"
 MONITOR_API = "monitoring.coreos.com/v1"
@@ -16,7 +13,7 @@ MONITOR_API = "monitoring.coreos.com/v1"
 def queue_metric(ctx: Ctx) -> str | None:
     """The per-pod queue gauge the autoscaler follows: the stack's, else the engine's own."""
     a = ctx.t.autoscaling
-    return (a.metric if a and a.metric else None) or QUEUE_METRIC.get(ctx.spec.engine)
+    return (a.metric if a and a.metric else None) or ctx.spec.queue_metric
 
 
 def service_spec(ctx: Ctx) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from infra.stack.config import Deployment, SshTarget
+from infra.engines.registry import engine_for
 from infra.errors import Problem
 
 
@@ -15,8 +16,9 @@ def ssh_checks(d: Deployment) -> list[Problem]:
         out.append(Problem("target.load_balancer.port", "the load balancer shares its host with a replica and "
                            "cannot listen on the engine's port", str(t.load_balancer.port),
                            f"use another port than serving.port ({d.serving.port})"))
-    if t.runtime == "process" and d.engine.kind == "tensorrt-llm":
-        out.append(Problem("target.runtime", "trtllm-serve cannot check an API key itself and the authenticating "
+    engine = engine_for(d.engine.kind)
+    if t.runtime == "process" and engine.needs_auth_proxy:
+        out.append(Problem("target.runtime", f"{engine.label} cannot check an API key itself and the authenticating "
                            "proxy runs only with the docker runtime", "process", "use runtime: docker"))
     if t.runtime == "process" and t.install_docker:
         out.append(Problem("target.install_docker", "has no effect with runtime: process", "true",

@@ -38,6 +38,7 @@ class HostArgs:
     weights_cache: str
     # A GPU the stack declares: its nvidia-smi names (empty for a catalog GPU, whose names the catalog has).
     gpu_names: tuple[str, ...] = ()
+    cuda: str = ""  # the CUDA release the engine image needs (ServiceSpec.cuda_requirement)
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,8 @@ def ensure_host(a: HostArgs, private_key: str) -> HostReport:
     s = session(a.conn, private_key)
     f = read_facts(s, a.weights_cache)
     req = preflight.Requirements(gpu=a.gpu, gpu_count=a.gpu_count, engine=a.engine, weights_bytes=0,
-                                 runtime=a.runtime, install_docker=a.install_docker, gpu_names=a.gpu_names)
+                                 runtime=a.runtime, install_docker=a.install_docker, gpu_names=a.gpu_names,
+                                 cuda=a.cuda)
     preflight.check(a.conn.label, f, req)
     ops = Ops()
     if a.runtime == "docker" and (not f.docker_client or not f.docker_gpus):

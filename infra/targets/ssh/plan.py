@@ -69,8 +69,8 @@ def plan(d: Deployment, spec: ServiceSpec) -> TargetPlan:
     hosts = []
     for h in t.hosts:
         c = conn_of(t, h)
-        host = HostArgs(c, d.provider.gpu_name, d.provider.gpu_count, d.engine.kind, t.runtime, t.install_docker,
-                        t.weights_cache, declared_names(d))
+        host = HostArgs(c, d.provider.gpu_name, d.provider.gpu_count, spec.engine, t.runtime, t.install_docker,
+                        t.weights_cache, declared_names(d), spec.cuda_requirement)
         weights = tuple(WeightsArgs(c, _store(d, src), weights_dir(src, t.weights_cache),
                                     trt_build=spec.build is not None and i == 0, ops_log=ops_log)
                         for i, src in enumerate(sources) if src.startswith("s3://"))

@@ -6,11 +6,6 @@ from dataclasses import dataclass
 from infra.errors import RemoteError
 from infra.targets.ssh.facts import HostFacts
 
-# The CUDA release each pinned engine image is built on. The NVIDIA container toolkit refuses to start an
-# image whose NVIDIA_REQUIRE_CUDA exceeds what the driver supports (nvidia-container-toolkit,
-# "cuda>=X" requirement check), so the driver's "CUDA Version" must be at least this.
-# vLLM release images: docker/Dockerfile ARG CUDA_VERSION=12.9.1; TensorRT-LLM 1.2 release container: CUDA 13.0.
-ENGINE_CUDA = {"vllm": "12.9", "tensorrt-llm": "13.0"}
 # Minimum Linux x86_64 driver per CUDA release: CUDA Toolkit release notes, table "CUDA Toolkit and
 # Corresponding Driver Versions" (docs.nvidia.com/cuda/cuda-toolkit-release-notes).
 MIN_DRIVER = {"12.4": "550.54.14", "12.6": "560.28.03", "12.8": "570.26", "12.9": "575.51.03", "13.0": "580.65.06"}
@@ -25,12 +20,16 @@ class Requirements:
 
     gpu: str  # catalog key, e.g. H100-80GB
     gpu_count: int
-    engine: str  # "vllm" | "tensorrt-llm"
+    engine: str  # the engine's kind, for messages
     weights_bytes: int  # what the weights cache must still hold (0 when already cached or streamed)
     trt_build: bool = False
     runtime: str = "docker"
     install_docker: bool = False
     gpu_names: tuple[str, ...] = ()  # a declared GPU's nvidia-smi names; () means the catalog's for `gpu`
+    # The CUDA release the engine image is built on (ServiceSpec.cuda_requirement; "" unknown). The NVIDIA
+    # container toolkit refuses to start an image whose NVIDIA_REQUIRE_CUDA exceeds what the driver supports
+    # (nvidia-container-toolkit, "cuda>=X" requirement check), so the driver's "CUDA Version" must be at least this.
+    cuda: str = ""
 
 
 def _version(v: str) -> tuple[int, ...]:
@@ -96,8 +95,8 @@ def _docker_gaps(f: HostFacts, req: Requirements) -> list[str]:
 
 
 def _driver_gaps(f: HostFacts, req: Requirements) -> list[str]:
-    need = ENGINE_CUDA.get(req.engine)
-    if need is None or not f.gpus:
+    need = req.cuda
+    if not need or not f.gpus:
         return []
     if f.cuda is None:
         return [f"driver: could not read the driver's CUDA version (nvidia-smi --version); {req.engine} needs CUDA {need}"]

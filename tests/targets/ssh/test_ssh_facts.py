@@ -116,7 +116,7 @@ def test_install_docker_leaves_the_installing_to_the_host_step():
 
 def test_old_driver_names_the_minimum():
     f = dataclasses.replace(facts.parse_facts(probe_output()), cuda="12.4", driver="550.54.14")
-    found = preflight.gaps(f, req(engine="tensorrt-llm"))
+    found = preflight.gaps(f, req(engine="tensorrt-llm", cuda="13.0"))
     assert found == ["driver: 550.54.14 supports CUDA 12.4 but the tensorrt-llm image needs CUDA 13.0 "
                      "(driver >= 580.65.06)"]
 

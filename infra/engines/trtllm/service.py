@@ -21,10 +21,11 @@ from infra.stack.config import Deployment, TrtllmEngine
 from infra.stack.config_engines import TrtllmBuild
 from infra.engines.common import Flag, hf_env, render_flags, weights_dir
 from infra.engines.spec import MODELS_DIR, BuildStep, ServiceSpec, SpecFile
-from infra.engines.trtllm_options import deep_merge
+from infra.engines.trtllm.extra_options import deep_merge
 
 IMAGE = "nvcr.io/nvidia/tensorrt-llm/release:{version}"  # NGC tags are the release version
 COMMAND = ("trtllm-serve",)
+CUDA = "13.0"  # the CUDA release of the 1.2 release container
 CONFIG_DIR = "/etc/inferry"  # container path of the service's config folder
 CONFIG_NAME = "trtllm-config.yaml"
 ENGINES_DIR = "/engines"
@@ -101,7 +102,7 @@ def config_yaml(d: Deployment, draft_dir: str | None = None) -> dict:
         conf["speculative_config"] = spec
     conf = deep_merge(conf, e.extra_options)
     if "kv_cache_config" in conf:
-        # The YAML block replaces the one --kv_cache_free_gpu_memory_fraction built (trtllm_options docstring).
+        # The YAML block replaces the one --kv_cache_free_gpu_memory_fraction built (extra_options docstring).
         conf["kv_cache_config"] = {"free_gpu_memory_fraction": e.kv_cache_free_gpu_memory_fraction,
                                    **conf["kv_cache_config"]}
     return conf
@@ -162,5 +163,5 @@ def service_spec(d: Deployment, model_dir: str | None = None, models_dir: str = 
         command=COMMAND, args=tuple(args), env=tuple(hf_env(d)), files=files, port=d.serving.port,
         gpus=e.gpus, served_model_name=served_name(model), model_dir=weights, build=build,
         needs_auth_proxy=True, engine_port=engine_port(d.serving.port), extra_weights=draft,
-        labels={"inferry.engine": "tensorrt-llm", "inferry.model": d.model.name},
+        cuda_requirement=CUDA, labels={"inferry.engine": "tensorrt-llm", "inferry.model": d.model.name},
     )

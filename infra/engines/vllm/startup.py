@@ -8,7 +8,9 @@ import difflib
 import json
 
 from infra.stack.config import Deployment, VllmEngine
-from infra.engines import options, vllm, vllm_scheduler
+from infra.engines import options
+from infra.engines.vllm import scheduler as vllm_scheduler
+from infra.engines.vllm import service as vllm
 from infra.errors import Problem
 
 EXTRA = "engine.extra_args"

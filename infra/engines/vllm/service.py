@@ -9,6 +9,10 @@ from infra.engines.spec import EnvVar, ServiceSpec
 
 IMAGE = "vllm/vllm-openai:v{version}"  # Docker Hub tags are v<release>
 COMMAND = ("vllm", "serve")
+# The CUDA release its images are built on (vLLM docker/Dockerfile ARG CUDA_VERSION=12.9.1).
+CUDA = "12.9"
+# Its queue gauge (labels include model_name): what an autoscaler follows by default.
+QUEUE_METRIC = "vllm:num_requests_waiting"
 
 
 def _e(d: Deployment) -> VllmEngine:
@@ -69,10 +73,12 @@ def _draft(d: Deployment, models_dir: str) -> tuple[tuple[str, str], ...]:
     return ((s.model, weights_dir(s.model, models_dir)),)
 
 
-def service_spec(d: Deployment, model_dir: str | None = None, models_dir: str = "/models") -> ServiceSpec:
-    """The `vllm serve` service for a deployment; model_dir is where the target put the weights."""
+def service_spec(d: Deployment, model_dir: str | None = None, models_dir: str = "/models",
+                 config_dir: str | None = None) -> ServiceSpec:
+    """The `vllm serve` service for a deployment; model_dir is where the target put the weights (config_dir:
+    unused, vLLM reads no config file)."""
     e = _e(d)
-    streams = e.load_format == "runai_streamer"
+    streams = e.streams_weights
     model = d.weights_uri if streams else (model_dir or weights_dir(d.weights_uri, models_dir))
     draft = _draft(d, models_dir)
     spec_json = speculative_json(d, draft[0][1] if draft else None)
@@ -88,5 +94,6 @@ def service_spec(d: Deployment, model_dir: str | None = None, models_dir: str = 
         engine="vllm", version=e.version, image=e.image or IMAGE.format(version=e.version),
         command=COMMAND, args=tuple(args), env=tuple(env), port=d.serving.port, gpus=e.gpus,
         served_model_name=d.model.name, model_dir=model, streams_weights=streams, extra_weights=draft,
+        cuda_requirement=CUDA, queue_metric=QUEUE_METRIC,
         labels={"inferry.engine": "vllm", "inferry.model": d.model.name},
     )

@@ -1,0 +1,17 @@
+"""vLLM as an inferry engine: ENGINE is everything the rest of inferry asks of it."""
+from __future__ import annotations
+
+from infra.stack.config_engines import VllmEngine
+from infra.engines.contract import Engine
+from infra.engines.vllm import rules
+from infra.engines.vllm.service import CUDA, FLAGS, IMAGE, QUEUE_METRIC, service_spec
+from infra.engines.vllm.sizing import SIZING
+
+__all__ = ["ENGINE", "FLAGS", "IMAGE", "service_spec"]
+
+ENGINE = Engine(
+    kind="vllm", label="vLLM", config=VllmEngine, image=IMAGE, cuda=CUDA, snapshot="vllm",
+    service_spec=service_spec, config_rules=lambda d: [], option_problems=rules.option_problems,
+    startup_rules=rules.startup_rules, fp8_compute=rules.fp8_compute, sizing=SIZING, health_path="/health",
+    lists_model_as="served_name", queue_metric=QUEUE_METRIC, needs_auth_proxy=False, exact_output_length=True,
+)
