@@ -87,9 +87,10 @@ def _suggest_table(options: list[Option]) -> Table:
 def _store_reader(s: Stack) -> Reader | None:
     """A reader of the model folder in the stack's weight store (credentials from the stack's secrets; the
     store's errors mapped as the weights commands map them: no key material in a message)."""
+    from infra.lifecycle.secrets import resolver
     from infra.storage.remote import stack_reader
 
-    return stack_reader(s)
+    return stack_reader(s, resolver(s))
 
 
 @handle_errors

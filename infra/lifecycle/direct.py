@@ -13,7 +13,7 @@ KEY_ENV = "INFERRY_API_KEY"
 
 def checked_urls(urls: list[str]) -> list[str]:
     """The --endpoint URLs, each an http(s) URL; InferryError naming the bad one."""
-    from infra.storage.names import endpoint_problem
+    from infra.stack.storenames import endpoint_problem
 
     for url in urls:
         problem = endpoint_problem(url)
@@ -25,7 +25,7 @@ def checked_urls(urls: list[str]) -> list[str]:
 
 def api_key(stack: Stack | None, env: str, required: bool) -> str | None:
     """The stack's serving.api_key, else the environment variable `env`; None when neither and not required."""
-    from infra.stack.secrets import resolve
+    from infra.lifecycle.secrets import resolve
 
     if stack is not None:
         try:

@@ -12,7 +12,7 @@ from infra.lifecycle.deployer import Deployer, Progress, endpoints
 from infra.lifecycle.drain import Drain, drain
 from infra.lifecycle.journal import Journal, load_rate, record_rate
 from infra.lifecycle.stackdiff import FieldDiff, diff, pinned_changes
-from infra.stack.secrets import resolve
+from infra.lifecycle.secrets import resolve
 from infra.stack.stackfile import Stack
 
 STEPS = ("copy", "up", "check", "destroy")

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_val
 
 from infra.stack.config_engines import EngineConfig, TrtllmEngine, VllmEngine
 from infra.stack.config_targets import INT32_MAX, STRICT, KubernetesTarget, SecretRef, SshHost, SshTarget, TargetConfig
-from infra.storage.names import BUCKET_NAME, endpoint_problem  # a leaf the weights commands import without pydantic
+from infra.stack.storenames import BUCKET_NAME, endpoint_problem  # a leaf the weights commands import without pydantic
 
 __all__ = [
     "Deployment", "ModelConfig", "Architecture", "StorageConfig", "ProviderConfig", "DeclaredGpu",
