@@ -1,5 +1,5 @@
-"""Everything `inferry validate` checks: the schema, then cross-section, engine, sizing and target checks, all
-reported in one run."""
+"""Everything `inferry validate` checks: the schema, then cross-section checks, then the checks each room
+registers (engines, sizing, storage, targets: infra.checks), all reported in one run."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -12,22 +12,24 @@ from infra.stack.config import Deployment
 from infra.errors import ConfigError, InferryError, Problem
 from infra.stack.problems import bounded, problems_from_validation, repaired
 
-# Each check returns findings (errors and warnings); engines, sizing and targets add theirs here.
+# Each check returns findings (errors and warnings); the rooms above stack/ register theirs (register_check).
 Check = Callable[[Deployment], list[Problem]]
 # Rounds of did-you-mean repair: a kind first, then the keys of the section it selects.
 REPAIR_ROUNDS = 3
+_CHECKS: dict[str, Check] = {}  # in the order they run: an earlier check's refusal hides a later one's
+
+
+def register_check(name: str, check: Check) -> None:
+    """Add a room's check (by name: `skip`/`own` name it); registering a name again replaces it in place."""
+    _CHECKS[name] = check
 
 
 def _checks() -> dict[str, Check]:
-    # Imported lazily so a broken optional module cannot break loading the config itself.
-    from infra.engines.checks import engine_checks
-    from infra.sizing.fit import sizing_problems
-    from infra.storage.checks import storage_checks
-    from infra.targets.kubernetes.checks import check_kubernetes
-    from infra.targets.ssh.checks import ssh_checks
-
-    return {"sizing": sizing_problems, "engine": engine_checks, "kubernetes": check_kubernetes,
-            "ssh": ssh_checks, "storage": storage_checks}
+    # Loud, not silent: a stack checked without the rooms' checks would pass what validate refuses.
+    if not _CHECKS:
+        raise RuntimeError("no validate checks registered: call infra.checks.register_checks() first "
+                           "(the CLI and the Pulumi program do)")
+    return dict(_CHECKS)
 
 
 def findings(d: Deployment, skip: frozenset[str] = frozenset()) -> list[Problem]:

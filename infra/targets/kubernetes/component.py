@@ -10,7 +10,8 @@ import pulumi_kubernetes as k8s
 
 from infra.errors import InferryError
 from infra.targets.kubernetes import build, pod, scaling, weights
-from infra.targets.kubernetes.context import Ctx, KubernetesTargetArgs
+from infra.targets.contract import TargetArgs
+from infra.targets.kubernetes.context import Ctx
 from infra.targets.kubernetes.rollout import RolloutProvider
 
 TYPE = "inferry:targets:KubernetesTarget"
@@ -56,7 +57,7 @@ class KubernetesTarget(pulumi.ComponentResource):
     model: pulumi.Output[str]
     endpoints: pulumi.Output[list[str]]
 
-    def __init__(self, name: str, args: KubernetesTargetArgs, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: TargetArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE, name, None, opts)
         ctx = Ctx(args.deployment, args.spec)
         self._ctx = ctx

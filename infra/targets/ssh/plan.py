@@ -8,7 +8,7 @@ from infra.stack.config import Deployment, SshHost, SshTarget
 from infra.engines.common import weights_dir  # host path = the engines' layout under the cache
 from infra.engines.spec import ServiceSpec
 from infra.errors import ConfigError
-from infra.render.files import render_ssh_files, ssh_spec
+from infra.targets.ssh.render import render_ssh_files, ssh_spec
 from infra.targets.ssh.checks import ssh_checks
 from infra.targets.ssh.files import RemoteFile
 from infra.targets.ssh.host import HostArgs
@@ -47,7 +47,7 @@ def conn_of(t: SshTarget, h: SshHost) -> Conn:
 
 
 def service_files(d: Deployment, spec: ServiceSpec) -> tuple[RemoteFile, ...]:
-    """The non-secret files infra.render.files lays out, in the service's folder."""
+    """The non-secret files infra.targets.ssh.render lays out, in the service's folder."""
     t = d.target
     return tuple(RemoteFile(posixpath.join(t.service_dir, f.name), f.content, f.mode) for f in render_ssh_files(d, spec))
 
@@ -59,7 +59,7 @@ def _check(d: Deployment) -> None:
 
 
 def plan(d: Deployment, spec: ServiceSpec) -> TargetPlan:
-    """Step arguments for every host; spec from infra.render.files.ssh_spec (host paths for the process runtime)."""
+    """Step arguments for every host; spec from infra.targets.ssh.render.ssh_spec (host paths for the process runtime)."""
     t = d.target
     assert isinstance(t, SshTarget)
     _check(d)

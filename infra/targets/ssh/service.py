@@ -26,7 +26,7 @@ class ServiceArgs:
     conn: Conn
     runtime: str  # "docker" | "process"
     service_dir: str
-    files: tuple[RemoteFile, ...]  # rendered by infra.render.files (compose, unit, launcher, engine files)
+    files: tuple[RemoteFile, ...]  # rendered by infra.targets.ssh.render (compose, unit, launcher, engine files)
     spec: dict[str, Any]  # the ServiceSpec as data (speccodec): env by reference, port, health paths
     health_timeout_s: int = 900
     depends: str = ""
@@ -70,7 +70,7 @@ def plain_files(a: ServiceArgs) -> list[RemoteFile]:
 
 def desired_files(a: ServiceArgs, secret_values: dict[str, str]) -> list[RemoteFile]:
     """Every file the service owns on the host: plain_files and the secret files (0600)."""
-    from infra.render.files import render_secret_files  # the env file and auth proxy are rendered only here
+    from infra.targets.ssh.render import render_secret_files  # the env file and auth proxy are rendered only here
 
     secret = [RemoteFile(posixpath.join(a.service_dir, f.name), f.content, f.mode)
               for f in render_secret_files(from_data(a.spec), secret_values)]
@@ -253,6 +253,6 @@ def remove_service(a: ServiceArgs, private_key: str) -> None:
 
 def secret_paths(a: ServiceArgs) -> list[str]:
     """Where the secret-bearing files are (their names only: no values needed to remove them)."""
-    from infra.render.files import ENV, PROXY
+    from infra.targets.ssh.render import ENV, PROXY
 
     return [posixpath.join(a.service_dir, n) for n in (ENV, PROXY)]
