@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.sizing import catalog
-from infra.stack.config import Deployment, KubernetesTarget, VllmEngine
+from infra.stack.config import Deployment, VllmEngine
 from infra.sizing.cost import Throughput, choose_throughput, cpm, decode_estimate, price_note, usd_per_hour
 from infra.sizing.modelinfo import ModelInfo, Reader, resolve, weights_on_gpus
 from infra.sizing.memory import SizingInput, Verdict, size
@@ -53,10 +53,7 @@ class Plan:
 
 def replicas(d: Deployment) -> int:
     """Engine instances the stack runs (SSH hosts, or Kubernetes replicas; the autoscaler's minimum)."""
-    t = d.target
-    if isinstance(t, KubernetesTarget):
-        return t.autoscaling.min_replicas if t.autoscaling else t.replicas
-    return len(t.hosts)
+    return d.target.instances
 
 
 def _big(gpu: catalog.GpuSpec) -> bool:

@@ -225,6 +225,4 @@ class Deployment(Strict):
         }
         if self.model.hf_token is not None:
             refs["model.hf_token"] = self.model.hf_token
-        if isinstance(self.target, SshTarget):
-            refs["target.private_key"] = self.target.private_key
-        return refs
+        return {**refs, **self.target.secret_refs()}
