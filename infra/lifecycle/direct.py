@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 
+from infra.stack.secretfix import SecretField
 from infra.errors import InferryError
 from infra.lifecycle import probe
 from infra.stack.stackfile import Stack
@@ -29,7 +30,7 @@ def api_key(stack: Stack | None, env: str, required: bool) -> str | None:
 
     if stack is not None:
         try:
-            return resolve(stack.deployment.serving.api_key, stack.name, "serving.api_key", stack.path)
+            return resolve(stack.deployment.serving.api_key, stack.name, SecretField.API_KEY, stack.path)
         except InferryError:
             if required:
                 raise

@@ -6,6 +6,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
 
+from infra.stack.secretfix import SecretField
 from infra.stack.config_engines import EngineConfig, TrtllmEngine, VllmEngine
 from infra.stack.config_targets import INT32_MAX, STRICT, KubernetesTarget, SecretRef, SshHost, SshTarget, TargetConfig
 from infra.stack.storenames import BUCKET_NAME, endpoint_problem  # a leaf the weights commands import without pydantic
@@ -219,10 +220,10 @@ class Deployment(Strict):
     def secret_refs(self) -> dict[str, SecretRef]:
         """Every secret reference in the deployment, by field path."""
         refs = {
-            "storage.access_key_id": self.storage.access_key_id,
-            "storage.secret_access_key": self.storage.secret_access_key,
-            "serving.api_key": self.serving.api_key,
+            SecretField.S3_ACCESS: self.storage.access_key_id,
+            SecretField.S3_SECRET: self.storage.secret_access_key,
+            SecretField.API_KEY: self.serving.api_key,
         }
         if self.model.hf_token is not None:
-            refs["model.hf_token"] = self.model.hf_token
+            refs[SecretField.HF_TOKEN] = self.model.hf_token
         return {**refs, **self.target.secret_refs()}

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from infra.stack.secretfix import SecretField
+
 # Kubernetes naming (DNS-1123 label) and label-value rules.
 DNS1123 = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
@@ -112,7 +114,7 @@ class SshTarget(_Strict):
 
     def secret_refs(self) -> dict[str, SecretRef]:
         """The target's own secrets, by field path: the SSH private key."""
-        return {"target.private_key": self.private_key}
+        return {SecretField.PRIVATE_KEY: self.private_key}
 
 
 class Toleration(_Strict):

@@ -1,17 +1,18 @@
 """How a user stores a secret: the whole command (stack, `inferry:` key, value on stdin) and the line to write."""
 from __future__ import annotations
 
-from enum import StrEnum
+from typing import Final
 
 
-class SecretField(StrEnum):
-    """Every secret of a stack by its field path: the one spelling of each (a str, so it keys dicts as one)."""
+class SecretField:
+    """Every secret of a stack by its field path: the one spelling of each. Plain str values, not an Enum: they
+    key dicts that reach Pulumi inputs, provider props and YAML, which must see exactly the str."""
 
-    API_KEY = "serving.api_key"
-    S3_ACCESS = "storage.access_key_id"
-    S3_SECRET = "storage.secret_access_key"
-    PRIVATE_KEY = "target.private_key"
-    HF_TOKEN = "model.hf_token"
+    API_KEY: Final = "serving.api_key"
+    S3_ACCESS: Final = "storage.access_key_id"
+    S3_SECRET: Final = "storage.secret_access_key"
+    PRIVATE_KEY: Final = "target.private_key"
+    HF_TOKEN: Final = "model.hf_token"
 
 
 # The config key each secret field is stored under by convention (the README, the bundled examples).

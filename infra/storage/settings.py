@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from infra.stack.secretfix import SecretField
 from infra.errors import StorageError
 
 if TYPE_CHECKING:
@@ -63,8 +64,8 @@ class StoreSettings:
         """Settings from a loaded stack, its two secret references read by resolve (the caller's: env or Pulumi
         config, infra.lifecycle.secrets.resolver)."""
         cfg = stack.deployment.storage
-        ak = resolve(cfg.access_key_id, "storage.access_key_id")
-        sk = resolve(cfg.secret_access_key, "storage.secret_access_key")
+        ak = resolve(cfg.access_key_id, SecretField.S3_ACCESS)
+        sk = resolve(cfg.secret_access_key, SecretField.S3_SECRET)
         return cls.from_config(cfg, ak, sk, **tuning)
 
     @classmethod

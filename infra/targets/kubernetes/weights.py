@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from infra.stack.secretfix import SecretField
 from infra.engines.spec import MODELS_DIR
 from infra.stack.resources import bundled
 from infra.storage.manifest import MANIFEST_NAME
@@ -36,8 +37,8 @@ def s3_env(ctx: Ctx) -> list[dict[str, Any]]:
         {"name": "AWS_DEFAULT_REGION", "value": s.region},
         {"name": "ADDRESSING_STYLE", "value": s.addressing_style},
         {"name": "HOME", "value": "/tmp"},  # the scripts write ~/.aws/config (addressing style)
-        ctx.secret_ref("AWS_ACCESS_KEY_ID", "storage.access_key_id"),
-        ctx.secret_ref("AWS_SECRET_ACCESS_KEY", "storage.secret_access_key"),
+        ctx.secret_ref("AWS_ACCESS_KEY_ID", SecretField.S3_ACCESS),
+        ctx.secret_ref("AWS_SECRET_ACCESS_KEY", SecretField.S3_SECRET),
     ]
 
 

@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from infra.stack.secretfix import SecretField
 from infra.errors import InferryError, RemoteError
 from infra.targets.ssh import pool
 from infra.targets.ssh.args import props_of, service_args
@@ -20,8 +21,8 @@ from infra.targets.ssh.service import check_service
 if TYPE_CHECKING:
     from infra.stack.secrets import Resolve
 
-PRIVATE_KEY, API_KEY = "target.private_key", "serving.api_key"
-S3_ACCESS, S3_SECRET = "storage.access_key_id", "storage.secret_access_key"
+PRIVATE_KEY, API_KEY = SecretField.PRIVATE_KEY, SecretField.API_KEY
+S3_ACCESS, S3_SECRET = SecretField.S3_ACCESS, SecretField.S3_SECRET
 
 
 @dataclass

@@ -6,6 +6,7 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import Resource
 
+from infra.stack.secretfix import SecretField
 from infra.stack.stackfile import Stack
 from infra.targets.contract import TargetArgs
 from infra.targets.ssh.args import props_of
@@ -13,7 +14,7 @@ from infra.targets.ssh.plan import plan as make_plan
 from infra.targets.ssh.providers import HostProvider, LoadBalancerProvider, ServiceProvider, WeightsProvider
 from infra.targets.ssh.rollout import ROLLING
 
-PRIVATE_KEY, API_KEY = "target.private_key", "serving.api_key"
+PRIVATE_KEY, API_KEY = SecretField.PRIVATE_KEY, SecretField.API_KEY
 
 
 class HostStep(Resource, module="inferry", name="SshHost"):
@@ -76,8 +77,8 @@ class SshTarget(pulumi.ComponentResource):
             after: list[pulumi.Resource] = [host]
             for i, wa in enumerate(hp.weights):
                 after.append(WeightsStep(f"{base}-weights" + (f"-{i}" if i else ""),
-                                         {**props_of(wa), **common, "access_key_id": sec["storage.access_key_id"],
-                                          "secret_access_key": sec["storage.secret_access_key"]},
+                                         {**props_of(wa), **common, "access_key_id": sec[SecretField.S3_ACCESS],
+                                          "secret_access_key": sec[SecretField.S3_SECRET]},
                                          pulumi.ResourceOptions(parent=self, depends_on=[host])))
             digests = [w.manifest_sha256 for w in after[1:]]
             svc["depends"] = pulumi.Output.all(*digests).apply(_joined) if digests else ""

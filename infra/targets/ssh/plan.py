@@ -4,6 +4,7 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, replace
 
+from infra.stack.secretfix import SecretField
 from infra.stack.config import Deployment, SshHost, SshTarget
 from infra.engines.common import weights_dir  # host path = the engines' layout under the cache
 from infra.engines.spec import ServiceSpec
@@ -81,7 +82,7 @@ def plan(d: Deployment, spec: ServiceSpec) -> TargetPlan:
         lbh = next(h for h in t.hosts if t.load_balancer.host in (h.label, h.address))
         lb = LbArgs(conn_of(t, lbh), posixpath.join(t.service_dir, "lb"), t.load_balancer.port,
                     tuple(f"{h.address}:{spec.port}" for h in t.hosts), spec.served_model_name or d.model.name)
-    fields = tuple(sorted({e.secret_field for e in spec.secret_env() if e.secret_field} | {"serving.api_key"}))
+    fields = tuple(sorted({e.secret_field for e in spec.secret_env() if e.secret_field} | {SecretField.API_KEY}))
     return TargetPlan(tuple(hosts), lb, t.max_parallel, fields, t.rollout == "rolling")
 
 

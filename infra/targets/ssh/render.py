@@ -10,6 +10,7 @@ import posixpath
 import re
 from typing import Any
 
+from infra.stack.secretfix import SecretField
 from infra.render import quoting
 from infra.render.templates import RenderedFile, render_template
 from infra.stack.config import Deployment, SshTarget
@@ -94,16 +95,16 @@ def render_secret_files(spec: ServiceSpec, secret_values: dict[str, str]) -> lis
     """Files that carry secret values (0600): the env file, and the auth-proxy config when the engine needs one."""
     files = [render_env(spec, secret_values)]
     if spec.needs_auth_proxy:
-        if "serving.api_key" not in secret_values:
+        if SecretField.API_KEY not in secret_values:
             raise SecretError("no value for serving.api_key", "resolve it before rendering", where=PROXY)
         conf = render_template("auth-proxy.conf.j2", port=spec.port, engine_port=spec.listen_port,
                                health_path=quoting.nginx_token("health path", spec.health_path),
-                               api_key=quoting.nginx_token("serving.api_key", secret_values["serving.api_key"]))
+                               api_key=quoting.nginx_token(SecretField.API_KEY, secret_values[SecretField.API_KEY]))
         files.append(RenderedFile(PROXY, conf, 0o600))
     return files
 
 
 def redacted_values(spec: ServiceSpec) -> dict[str, str]:
     """Stand-in secret values for previews (`inferry render`): names the field, never the value."""
-    fields = {e.secret_field for e in spec.env if e.secret_field} | ({"serving.api_key"} if spec.needs_auth_proxy else set())
+    fields = {e.secret_field for e in spec.env if e.secret_field} | ({SecretField.API_KEY} if spec.needs_auth_proxy else set())
     return {f: "REDACTED-" + re.sub(r"[^A-Za-z0-9]", "-", f) for f in fields}

@@ -6,6 +6,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from infra.stack.secretfix import SecretField
 from infra.errors import RemoteError
 from infra.targets.ssh.files import RemoteFile, differing, parse_state, state_command, upload
 from infra.targets.ssh.oplog import Ops
@@ -135,7 +136,7 @@ def converge_service(p: Pending, private_key: str, secret_values: dict[str, str]
     if restart:
         _restart(a, s)
     Ops(writes=written, restarts=int(restart)).record(s, a.ops_log, "record changes")
-    api_key = secret_values.get("serving.api_key", "")
+    api_key = secret_values.get(SecretField.API_KEY, "")
     tail = health_failure(a, private_key, api_key)
     if tail is not None:
         raise undo(a, private_key, api_key, cs, tail)
