@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from infra.stack.location import WeightsLocation
 from infra.stack.secretfix import SecretField
 from infra.engines.spec import MODELS_DIR
 from infra.stack.resources import bundled
@@ -25,8 +26,8 @@ def build_prefix(ctx: Ctx) -> str | None:
     """The store prefix of the built TensorRT engine, when the spec has a build step."""
     if ctx.spec.build is None:
         return None
-    key = ctx.spec.build.cache_key.removeprefix(f"s3://{ctx.d.storage.bucket}/")
-    return key.strip("/")
+    key = WeightsLocation(ctx.d.storage.bucket, "").key_under(ctx.spec.build.cache_key)
+    return (ctx.spec.build.cache_key if key is None else key).strip("/")
 
 
 def s3_env(ctx: Ctx) -> list[dict[str, Any]]:
@@ -78,8 +79,8 @@ def init_containers(ctx: Ctx) -> list[dict[str, Any]]:
 def fetch_container(ctx: Ctx, with_build: bool = True, source: str | None = None, folder: str | None = None,
                     suffix: str = "weights") -> dict[str, Any]:
     """Init container: copy one weights set (and the built engine) from the store into the weights volume."""
-    bucket, _, prefix = (source or ctx.d.weights_uri).removeprefix("s3://").partition("/")
-    env = [{"name": "BUCKET", "value": bucket}, {"name": "PREFIX", "value": prefix.strip("/")},
+    loc = WeightsLocation.parse(source or ctx.d.weights_uri) or WeightsLocation("", "")
+    env = [{"name": "BUCKET", "value": loc.bucket}, {"name": "PREFIX", "value": loc.prefix},
            {"name": "WEIGHTS_DIR", "value": folder or ctx.spec.model_dir},
            {"name": "MANIFEST", "value": MANIFEST_NAME}]
     prefix = build_prefix(ctx) if with_build else None

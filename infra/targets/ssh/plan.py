@@ -4,6 +4,7 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, replace
 
+from infra.stack.location import WeightsLocation
 from infra.stack.secretfix import SecretField
 from infra.stack.config import Deployment, SshHost, SshTarget
 from infra.engines.common import weights_dir  # host path = the engines' layout under the cache
@@ -67,14 +68,15 @@ def plan(d: Deployment, spec: ServiceSpec) -> TargetPlan:
     files, data = service_files(d, spec), to_data(spec)
     sources = [] if spec.streams_weights else [d.weights_uri] + [src for src, _ in spec.extra_weights]
     ops_log = posixpath.join(t.service_dir, "ops.log")
+    located = [(src, WeightsLocation.parse(src)) for src in sources]
     hosts = []
     for h in t.hosts:
         c = conn_of(t, h)
         host = HostArgs(c, d.provider.gpu_name, d.provider.gpu_count, d.engine.kind, t.runtime, t.install_docker,
                         t.weights_cache, declared_names(d))
-        weights = tuple(WeightsArgs(c, _store(d, src), weights_dir(src, t.weights_cache),
+        weights = tuple(WeightsArgs(c, _store(d, loc), weights_dir(src, t.weights_cache),
                                     trt_build=spec.build is not None and i == 0, ops_log=ops_log)
-                        for i, src in enumerate(sources) if src.startswith("s3://"))
+                        for i, (src, loc) in enumerate(located) if loc is not None)
         svc = ServiceArgs(c, t.runtime, t.service_dir, files, data, t.health_timeout_s)
         hosts.append(HostPlan(h.label, host, weights, svc))
     lb = None
@@ -86,10 +88,9 @@ def plan(d: Deployment, spec: ServiceSpec) -> TargetPlan:
     return TargetPlan(tuple(hosts), lb, t.max_parallel, fields, t.rollout == "rolling")
 
 
-def _store(d: Deployment, source: str) -> Store:
-    """The store holding an s3://BUCKET/PREFIX source (the stack's storage endpoint and keys)."""
-    bucket, _, prefix = source[5:].partition("/")
-    return Store(d.storage.endpoint, d.storage.region, bucket, prefix.strip("/"), d.storage.addressing_style)
+def _store(d: Deployment, loc: WeightsLocation) -> Store:
+    """The store holding a weights location (the stack's storage endpoint and keys)."""
+    return Store(d.storage.endpoint, d.storage.region, loc.bucket, loc.prefix, d.storage.addressing_style)
 
 
 def plan_deployment(d: Deployment) -> TargetPlan:
