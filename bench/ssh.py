@@ -61,12 +61,14 @@ def deployment(hosts, server) -> dict:
 def pyinfra_folder(folder: Path, hosts, stack_file: Path, key_path: Path) -> tuple[list[str], str]:
     """Write pyinfra's inventory, deploy and the files it puts (what inferry renders); returns its command and
     the shell command that stops its engine and removes its files."""
+    from infra.checks import register_checks
     from infra.stack.stackfile import load_stack
     from infra.targets.ssh.facts import probe_command
     from infra.targets.ssh.plan import plan_deployment
     from infra.targets.ssh.runtime import script
     from infra.targets.ssh.service import desired_files
 
+    register_checks()
     plan = plan_deployment(load_stack(str(stack_file)).deployment)
     svc = plan.hosts[0].service
     folder.mkdir(parents=True)

@@ -41,16 +41,19 @@ def deployment(hosts, server) -> dict:
 
 def direct(stack_file: str, destroy: bool) -> None:
     """The direct driver as one command: load the stack, apply (or destroy) with the providers."""
+    from infra.checks import register_checks
+    from infra.lifecycle.secrets import resolver
     from infra.stack.stackfile import load_stack
     from infra.targets.ssh import apply as ssh_apply
     from infra.targets.ssh.plan import plan_deployment
 
+    register_checks()
     stack = load_stack(stack_file)
     plan = plan_deployment(stack.deployment)
     if destroy:
-        ssh_apply.destroy(plan, ssh_apply.stack_secrets(stack), remove_weights=True)
+        ssh_apply.destroy(plan, ssh_apply.stack_secrets(stack, resolver(stack)), remove_weights=True)
     else:
-        ssh_apply.apply(plan, ssh_apply.stack_secrets(stack))
+        ssh_apply.apply(plan, ssh_apply.stack_secrets(stack, resolver(stack)))
 
 
 def timed(cmd: list[str], project, env: dict) -> float:

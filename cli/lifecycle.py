@@ -17,8 +17,9 @@ STACK_HELP = "a stack name under stacks/ (e.g. eu-ssh) or a path to a stack file
 def make_deployer() -> Deployer:
     """The Deployer commands use (tests replace this function)."""
     from infra.lifecycle.automation import AutomationDeployer
+    from infra.program import main
 
-    return AutomationDeployer()
+    return AutomationDeployer(main)
 
 
 def make_weights():

@@ -30,6 +30,9 @@ def _version(value: bool) -> None:
 def _options(_: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                     help="print the version and exit")) -> None:
     """LLM inference on anyone's GPUs: one stack file per environment."""
+    from infra.checks import register_checks
+
+    register_checks()  # every command that loads a stack runs validate's checks
 
 
 def build(modules: tuple[str, ...] = MODULES) -> typer.Typer:

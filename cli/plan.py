@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from cli.common import err, handle_errors, load_checked, out
+from infra.stack.secretfix import SecretField
 from infra.sizing.catalog import GIB
 from infra.sizing.measurements import load_measured_tps
 from infra.sizing.modelinfo import Reader
@@ -20,7 +21,7 @@ from infra.stack.stackfile import Stack
 from infra.sizing.suggest import Option, suggest, why_no_option
 
 WIDTH = 120  # tables stay readable when stdout is not a terminal (rich falls back to 80 columns)
-STORE_SECRETS = frozenset({"storage.access_key_id", "storage.secret_access_key"})
+STORE_SECRETS = frozenset({SecretField.S3_ACCESS, SecretField.S3_SECRET})
 STACK_HELP = "a stack name under stacks/ (e.g. eu-ssh) or a path to a stack file"
 
 
@@ -87,9 +88,10 @@ def _suggest_table(options: list[Option]) -> Table:
 def _store_reader(s: Stack) -> Reader | None:
     """A reader of the model folder in the stack's weight store (credentials from the stack's secrets; the
     store's errors mapped as the weights commands map them: no key material in a message)."""
+    from infra.lifecycle.secrets import resolver
     from infra.storage.remote import stack_reader
 
-    return stack_reader(s)
+    return stack_reader(s, resolver(s))
 
 
 @handle_errors

@@ -14,10 +14,10 @@ STACK_HELP = "a stack name under stacks/ (e.g. eu-ssh) or a path to a stack file
 
 def rendered_files(stack) -> list:
     """The files for a stack, secrets as REDACTED placeholders (the CLI never resolves secret values)."""
-    from infra.render import files as render
-    from infra.render.out import placements
+    from infra.render.templates import RenderedFile
+    from infra.targets.registry import target_for
 
-    return [render.RenderedFile(p.name, p.content, p.mode) for p in placements(stack)]
+    return [RenderedFile(p.name, p.content, p.mode) for p in target_for(stack.deployment.target.kind).placements(stack)]
 
 
 @handle_errors
@@ -28,24 +28,23 @@ def render_cmd(
     as_json: bool = typer.Option(False, "--json", help="print the service spec (secrets as references)"),
 ) -> None:
     """Render a stack: --out DIR writes the files a host gets; --json prints image, command, env, port."""
-    from infra.render import files as render
-    from infra.engines import service_spec
+    from infra.render.service import service_json
+    from infra.targets.registry import target_for
 
     if (out_dir is None) == (not as_json):
         raise InferryError("give exactly one of --out DIR or --json", "e.g. inferry render eu-ssh --out out/eu-ssh")
     s = load_checked(stack)
+    target = target_for(s.deployment.target.kind)
     if as_json:
-        spec = render.ssh_spec(s) if s.deployment.target.kind == "ssh" else service_spec(s.deployment)
-        out.print(json.dumps(render.service_json(spec), indent=2, sort_keys=True), markup=False)
+        out.print(json.dumps(service_json(target.service_spec(s.deployment)), indent=2, sort_keys=True), markup=False)
         return
-    from infra.render.out import placements, write_render
+    from infra.render.out import write_render
 
-    placed = placements(s)
+    placed = target.placements(s)
     if not placed:
-        out.print(f"no files for a {s.deployment.target.kind} target yet; see `inferry render {stack} --json`",
-                  markup=False)
+        out.print(f"no files for a {target.kind} target yet; see `inferry render {stack} --json`", markup=False)
         return
-    for line in write_render(out_dir, s.name, s.deployment.target.kind, placed):
+    for line in write_render(out_dir, s.name, target.kind, placed):
         out.print(line, markup=False)
 
 

@@ -18,8 +18,10 @@ STACK_HELP = "a stack name under stacks/ (e.g. eu-ssh) or a path to a stack file
 def validate(stack: str = typer.Argument(..., help=STACK_HELP)) -> None:
     """Check a stack file: prints OK, or one bullet per problem and exits 1."""
     s = load_checked(stack)
+    from infra.targets.registry import target_for
+
     d = s.deployment
-    where = f"{len(d.target.hosts)} ssh host(s)" if d.target.kind == "ssh" else f"kubernetes ns {d.target.namespace}"
+    where = target_for(d.target.kind).summary(d)
     out.print(f"OK {s.source}: {d.model.name} with {d.engine.kind} on {where} at {d.provider.name} "
               f"({d.provider.region}, {d.provider.gpu_count}x {d.provider.gpu_name})", markup=False)
 

@@ -40,19 +40,20 @@ def _settings(stack: str | None, endpoint: str | None, region: str, bucket: str 
     """(settings, the stack's default model prefix) from --stack or --endpoint/--bucket."""
     tuning = {"concurrency": concurrency, "part_size": part_mib * MiB}
     if stack:
+        from infra.lifecycle.secrets import resolver
         from infra.stack.stackfile import load_stack
 
         s = load_stack(stack)
         fix = (f"pass --create-bucket to create it (`inferry up {s.name}` also does), or fix storage.bucket in "
                f"{s.path}" if dest else f"push the model first (`inferry weights push FOLDER --stack {stack} "
                f"--create-bucket`), or fix storage.bucket in {s.path}")
-        settings = StoreSettings.from_stack(s, **tuning, origin=Origin(missing_bucket=fix))
+        settings = StoreSettings.from_stack(s, resolver(s), **tuning, origin=Origin(missing_bucket=fix))
         return settings, s.deployment.model.weights_prefix
     if not endpoint or not bucket:
         raise InferryError("no store given", f"pass --{flag}stack NAME, or --{flag}endpoint URL and --{flag}bucket NAME")
     import re
 
-    from infra.storage.names import BUCKET_NAME, endpoint_problem
+    from infra.stack.storenames import BUCKET_NAME, endpoint_problem
 
     problem = endpoint_problem(endpoint)
     if problem:

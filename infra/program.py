@@ -12,6 +12,9 @@ def build(stack: Stack) -> dict[str, Any]:
     """Create every resource of the stack; returns what the stack exports."""
     from infra.storage.component import build_storage
 
+    from infra.checks import register_checks
+
+    register_checks()
     d = stack.deployment
     # The gate of every command: what `inferry validate` refuses (a flag the engine rejects, a stack that does
     # not fit) fails `pulumi preview` and `pulumi up` before anything is created.
@@ -35,16 +38,10 @@ def _warn(text: str) -> None:
 
 
 def _target(stack: Stack) -> dict[str, Any]:
-    """The one polymorphic seam: the target chosen by target.kind; returns its exports."""
-    if stack.deployment.target.kind == "kubernetes":
-        from infra.targets.kubernetes.deploy import deploy
+    """The one polymorphic seam: the stack's target (infra.targets.registry) builds its resources."""
+    from infra.targets.registry import target_for
 
-        return deploy(stack)
-    if stack.deployment.target.kind == "ssh":
-        from infra.targets.ssh.component import build as build_ssh
-
-        return build_ssh(stack.deployment)
-    return {}
+    return target_for(stack.deployment.target.kind).deploy(stack)
 
 
 def main() -> None:
@@ -55,6 +52,9 @@ def main() -> None:
     """
     import pulumi
 
+    from infra.checks import register_checks
+
+    register_checks()  # loading the stack runs the rooms' checks too
     try:
         exports = build(load_from_pulumi())
     except InferryError as e:

@@ -253,8 +253,10 @@ def rendered_argvs() -> list[list[str]]:
     """Every bundled stack's rendered `vllm serve` arguments (runs with the project importable)."""
     sys.path.insert(0, str(ROOT))
     from infra.engines import service_spec
+    from infra.checks import register_checks
     from infra.stack.stackfile import load_stack
 
+    register_checks()
     specs = [service_spec(load_stack(str(p)).deployment) for p in sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))]
     return [list(s.args) for s in specs if s.engine == "vllm"]
 

@@ -18,6 +18,14 @@ pytest_plugins = ["tests.support.servers.fixtures", "tests.support.hosts.fixture
                   "tests.support.wheel", "tests.support.markers"]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _validate_checks():
+    """The rooms' validate checks, registered as the CLI and the Pulumi program register them."""
+    from infra.checks import register_checks
+
+    register_checks()
+
+
 @pytest.fixture
 def cli():
     """Invoke the inferry CLI in-process: cli(args...) -> Result."""

@@ -1,11 +1,18 @@
-"""The house: infra/ in rooms (only the door and the errors at the top), no import circle, tests beside what they test."""
+"""The house: infra/ in rooms on floors (only the door, the checks and the errors at the top), no arrow up, no
+import circle, tests beside what they test."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DOOR = {"__init__.py", "program.py", "errors.py"}
+DOOR = {"__init__.py", "program.py", "errors.py", "checks.py"}
+# The floors, bottom up: a module imports only its own floor and those below. errors sits beside stack at the
+# bottom; render/ keeps what every target shares (templates, quoting), so it stands beside the engines it lays out;
+# infra/checks.py gathers every room's validate checks and program.py is the door, so both are at the top.
+FLOORS = (("errors", "stack"), ("sizing", "engines", "storage", "render"), ("targets",), ("lifecycle",),
+          ("checks", "program"))
 
 
 def _module(path: Path) -> str:
@@ -80,6 +87,33 @@ def test_only_the_door_and_the_errors_sit_at_the_top_of_infra():
     assert loose == [], f"move these into a room of infra/: {loose}"
 
 
+def floor(module: str) -> int:
+    """The floor of an infra module (its room: the part after infra.)."""
+    room = module.split(".")[1] if "." in module else "stack"  # infra/__init__.py: a docstring, at the bottom
+    return next(i for i, rooms in enumerate(FLOORS) if room in rooms)
+
+
+def arrows_up(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a module on a higher floor (function-level imports count; TYPE_CHECKING ones do not)."""
+    return [f"{m} -> {d}" for m, deps in sorted(graph.items()) for d in sorted(deps) if floor(d) > floor(m)]
+
+
+def test_every_room_is_on_a_floor():
+    rooms = {p.name for p in (ROOT / "infra").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    rooms |= {p.stem for p in (ROOT / "infra").glob("*.py")} - {"__init__"}
+    assert rooms - {r for f in FLOORS for r in f} == set(), "put the new room on a floor in FLOORS"
+
+
+def test_no_import_goes_up_a_floor():
+    assert arrows_up(import_graph()) == []
+
+
+def test_the_floor_check_finds_an_arrow_up():
+    graph = {"infra.stack.validate": {"infra.targets.ssh.checks"}, "infra.targets.ssh.checks": {"infra.stack.config"},
+             "infra.stack.config": set()}
+    assert arrows_up(graph) == ["infra.stack.validate -> infra.targets.ssh.checks"]
+
+
 def test_no_import_circle_in_infra():
     assert circles(import_graph()) == []
 
@@ -96,3 +130,12 @@ def test_every_test_module_sits_in_the_folder_of_what_it_tests():
         rel = folder.relative_to(ROOT / "tests")
         mirrored = (ROOT / "infra" / rel).is_dir() or (ROOT / rel).is_dir()  # tests/cli mirrors cli/
         assert rel.parts[0] == "support" or mirrored, f"tests/{rel} mirrors no folder of infra/ or cli/"
+
+
+def test_only_the_targets_ask_which_target_it_is():
+    """A target is chosen through infra.targets.registry: nothing else compares target.kind or its class."""
+    asks = re.compile(r"target\.kind\s*[!=]=|isinstance\([^)]*\b(SshTarget|KubernetesTarget)\b")
+    found = [f"{p.relative_to(ROOT)}:{n}" for folder in ("infra", "cli") for p in sorted((ROOT / folder).rglob("*.py"))
+             if "targets" not in p.relative_to(ROOT).parts
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if asks.search(line)]
+    assert found == []

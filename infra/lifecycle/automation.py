@@ -63,8 +63,9 @@ def _indented(text: str) -> str:
 class AutomationDeployer:
     """Runs infra/ with the Pulumi CLI through the Automation API (LocalWorkspace on the project root)."""
 
-    def __init__(self, root: Path | None = None, environ: Mapping[str, str] | None = None,
-                 prompt: Callable[[str], str] = getpass.getpass):
+    def __init__(self, program: Callable[[], None], root: Path | None = None,
+                 environ: Mapping[str, str] | None = None, prompt: Callable[[str], str] = getpass.getpass):
+        self.program = program  # infra.program.main: the door above this floor, given by the CLI
         self.root = root or project_root()
         self.environ = dict(os.environ if environ is None else environ)
         self.prompt = prompt
@@ -102,11 +103,9 @@ class AutomationDeployer:
         from pulumi import automation as auto
 
         from infra.lifecycle.eventstack import CheckedCommand, EventStack
-        from infra.program import main
-
         self._cli = self._cli or check_pulumi()
         self._require_project(stack)
-        ws = auto.LocalWorkspace(work_dir=str(self.root), program=main, env_vars=self._env(stack),
+        ws = auto.LocalWorkspace(work_dir=str(self.root), program=self.program, env_vars=self._env(stack),
                                  secrets_provider="passphrase", pulumi_command=CheckedCommand(*self._cli))
         return EventStack.open(stack.name, ws)
 

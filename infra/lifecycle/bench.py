@@ -31,10 +31,10 @@ def report_lines(r: BenchReport) -> list[str]:
 
 def replicas_behind(stack: Stack) -> int:
     """How many engine replicas serve the stack's first endpoint (a load balancer spreads over all hosts)."""
-    t = stack.deployment.target
-    if t.kind == "kubernetes":
-        return max(t.replicas, 1)
-    return len(t.hosts) if t.load_balancer else 1
+    from infra.targets.registry import target_for
+
+    d = stack.deployment
+    return target_for(d.target.kind).replicas_behind(d)
 
 
 def _writable(path: Path) -> None:

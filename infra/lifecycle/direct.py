@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 
+from infra.stack.secretfix import SecretField
 from infra.errors import InferryError
 from infra.lifecycle import probe
 from infra.stack.stackfile import Stack
@@ -13,7 +14,7 @@ KEY_ENV = "INFERRY_API_KEY"
 
 def checked_urls(urls: list[str]) -> list[str]:
     """The --endpoint URLs, each an http(s) URL; InferryError naming the bad one."""
-    from infra.storage.names import endpoint_problem
+    from infra.stack.storenames import endpoint_problem
 
     for url in urls:
         problem = endpoint_problem(url)
@@ -25,11 +26,11 @@ def checked_urls(urls: list[str]) -> list[str]:
 
 def api_key(stack: Stack | None, env: str, required: bool) -> str | None:
     """The stack's serving.api_key, else the environment variable `env`; None when neither and not required."""
-    from infra.stack.secrets import resolve
+    from infra.lifecycle.secrets import resolve
 
     if stack is not None:
         try:
-            return resolve(stack.deployment.serving.api_key, stack.name, "serving.api_key", stack.path)
+            return resolve(stack.deployment.serving.api_key, stack.name, SecretField.API_KEY, stack.path)
         except InferryError:
             if required:
                 raise

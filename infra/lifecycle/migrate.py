@@ -6,13 +6,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from infra.stack.secretfix import SecretField
 from infra.errors import InferryError
 from infra.lifecycle import probe
 from infra.lifecycle.deployer import Deployer, Progress, endpoints
 from infra.lifecycle.drain import Drain, drain
 from infra.lifecycle.journal import Journal, load_rate, record_rate
 from infra.lifecycle.stackdiff import FieldDiff, diff, pinned_changes
-from infra.stack.secrets import resolve
+from infra.lifecycle.secrets import resolve
 from infra.stack.stackfile import Stack
 
 STEPS = ("copy", "up", "check", "destroy")
@@ -112,7 +113,7 @@ class Migration:
         self.drain = drain or Drain()
         self.root = root  # None: $INFERRY_STATE_DIR or the project's .inferry/
         self.health_timeout_s = health_timeout_s or _startup_timeout(b)
-        self.api_key = secret or (lambda s: resolve(s.deployment.serving.api_key, s.name, "serving.api_key", s.path))
+        self.api_key = secret or (lambda s: resolve(s.deployment.serving.api_key, s.name, SecretField.API_KEY, s.path))
         self.journal = Journal.open(self.root, a, b)
         self.a_endpoints: list[str] = []
 

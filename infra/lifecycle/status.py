@@ -119,16 +119,8 @@ def status_json(results: list[EndpointStatus], hosts: list[str]) -> dict:
 
 
 def host_status(stack) -> list[str]:
-    """SSH stacks: each host's engine as its runtime reports it (restarts since the last apply); [] otherwise."""
-    from infra.errors import InferryError
-    from infra.stack.secrets import resolve
-    from infra.targets.ssh.status import host_lines
+    """The target's lines about its machines (SSH: each host's engine and its restarts since the last apply)."""
+    from infra.lifecycle.secrets import resolver
+    from infra.targets.registry import target_for
 
-    d = stack.deployment
-    if d.target.kind != "ssh":
-        return []
-    try:
-        key = resolve(d.target.private_key, stack.name, "target.private_key", stack.path)
-    except InferryError as e:
-        return [f"hosts: not read: {e.render()}"]
-    return host_lines(d, key)
+    return target_for(stack.deployment.target.kind).host_status(stack, resolver(stack))

@@ -9,10 +9,11 @@ from infra.stack.stackfile import Stack
 
 def _store(stack: Stack):
     """(settings for the bucket holding the model, model prefix) in the stack's store."""
+    from infra.lifecycle.secrets import resolver
     from infra.storage.settings import StoreSettings
 
     # The model's prefix is the same in every stack; the bucket is each stack's own storage.bucket.
-    return StoreSettings.from_stack(stack), stack.deployment.model.weights_prefix
+    return StoreSettings.from_stack(stack, resolver(stack)), stack.deployment.model.weights_prefix
 
 
 class StoreWeights:

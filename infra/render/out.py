@@ -1,9 +1,8 @@
-"""`inferry render --out DIR`: the files a target places, where each goes, and an index that makes re-renders clean."""
+"""`inferry render --out DIR`: the folder writer; each target says which files it places and where (Target.placements)."""
 from __future__ import annotations
 
 import json
 import os
-import posixpath
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,7 +10,6 @@ from infra.errors import InferryError
 
 INDEX = "INDEX.json"  # written last; names every file of the render, so the next one can remove stale ones
 MARK = "inferry render"
-LB_FILE = "lb-nginx.conf"
 
 
 @dataclass(frozen=True)
@@ -27,30 +25,6 @@ class Placed:
     def line(self, out_dir: Path) -> str:
         """'wrote DIR/compose.yaml (644) -> gpu-1, gpu-2:/etc/inferry/compose.yaml'."""
         return f"wrote {out_dir / self.name} ({self.mode:o}) -> {', '.join(self.hosts)}:{self.path}"
-
-
-def placements(stack) -> list[Placed]:
-    """Every file of the stack's target with its destination; secrets as REDACTED placeholders."""
-    from infra.render import files as render
-    from infra.targets.kubernetes.manifests import render_kubernetes
-
-    d = stack.deployment
-    t = d.target
-    if t.kind != "ssh":
-        where = f"cluster {t.context or '(no context)'}, namespace {t.namespace}"
-        return [Placed(name, text, 0o644, (where,), f"kubectl apply -f {name}")
-                for name, text in sorted(render_kubernetes(stack).items())]
-    spec = render.ssh_spec(stack)
-    files = render.render_ssh_files(stack, spec) + render.render_secret_files(spec, render.redacted_values(spec))
-    hosts = tuple(h.label for h in t.hosts)
-    placed = [Placed(f.name, f.content, f.mode, hosts, posixpath.join(t.service_dir, f.name)) for f in files]
-    if t.load_balancer is not None:
-        from infra.targets.ssh.lb import nginx_conf
-        from infra.targets.ssh.plan import plan_deployment
-
-        lb = plan_deployment(d).lb
-        placed.append(Placed(LB_FILE, nginx_conf(lb), 0o644, (lb.conn.name or lb.conn.address,), lb.conf_path))
-    return sorted(placed, key=lambda p: p.name)
 
 
 def _previous(out_dir: Path) -> set[str]:

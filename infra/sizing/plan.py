@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.sizing import catalog
-from infra.stack.config import Deployment, KubernetesTarget
+from infra.stack.config import Deployment
 from infra.engines.registry import engine_for
 from infra.sizing.cost import Throughput, choose_throughput, cpm, decode_estimate, price_note, usd_per_hour
 from infra.sizing.modelinfo import ModelInfo, Reader, resolve, weights_on_gpus
@@ -42,10 +42,7 @@ class Plan:
 
 def replicas(d: Deployment) -> int:
     """Engine instances the stack runs (SSH hosts, or Kubernetes replicas; the autoscaler's minimum)."""
-    t = d.target
-    if isinstance(t, KubernetesTarget):
-        return t.autoscaling.min_replicas if t.autoscaling else t.replicas
-    return len(t.hosts)
+    return d.target.instances
 
 
 def max_seqs(d: Deployment, gpu: catalog.GpuSpec) -> int:

@@ -1,7 +1,7 @@
 """Contradictions between sections of a valid stack file (each section alone is fine)."""
 from __future__ import annotations
 
-from infra.stack.config import Deployment, KubernetesTarget
+from infra.stack.config import Deployment
 from infra.errors import Problem
 from infra.stack.problems import did_you_mean
 from infra.stack.regions import KNOWN_REGIONS, in_eu
@@ -54,11 +54,11 @@ def check_weight_delivery(d: Deployment) -> list[Problem]:
         problems.append(Problem("engine.load_format", "runai_streamer streams from the weight store",
                                 hint="set model.weights to the model's key prefix in storage.bucket "
                                 "or use load_format auto"))
-    t = d.target
-    if isinstance(t, KubernetesTarget) and (t.weights_delivery == "stream") != streams:
+    wants = d.target.streams_weights
+    if wants is not None and wants != streams:
         problems.append(Problem("target.weights_delivery",
                                 "'stream' goes with a vLLM engine whose load_format is runai_streamer",
-                                repr(t.weights_delivery), hint="make the two agree"))
+                                repr(getattr(d.target, "weights_delivery", None)), hint="make the two agree"))
     return problems
 
 

@@ -6,9 +6,11 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
 
+from infra.stack.location import WeightsLocation
+from infra.stack.secretfix import SecretField
 from infra.stack.config_engines import EngineConfig, TrtllmEngine, VllmEngine
 from infra.stack.config_targets import INT32_MAX, STRICT, KubernetesTarget, SecretRef, SshHost, SshTarget, TargetConfig
-from infra.storage.names import BUCKET_NAME, endpoint_problem  # a leaf the weights commands import without pydantic
+from infra.stack.storenames import BUCKET_NAME, endpoint_problem  # a leaf the weights commands import without pydantic
 
 __all__ = [
     "Deployment", "ModelConfig", "Architecture", "StorageConfig", "ProviderConfig", "DeclaredGpu",
@@ -83,13 +85,15 @@ class ModelConfig(Strict):
     @property
     def legacy_bucket(self) -> str | None:
         """The bucket an old-style s3://BUCKET/PREFIX location names; None for a key prefix or a path."""
-        return self.weights[5:].split("/", 1)[0] if self.weights.startswith("s3://") else None
+        old = WeightsLocation.parse(self.weights)
+        return old.bucket if old is not None else None
 
     @property
     def weights_prefix(self) -> str | None:
         """The key prefix (the model folder) inside the stack's bucket; None for a path on the host."""
-        if self.weights.startswith("s3://"):
-            return self.weights[5:].split("/", 1)[1]
+        old = WeightsLocation.parse(self.weights)
+        if old is not None:
+            return old.prefix
         return None if self.weights.startswith("/") else self.weights
 
 
@@ -211,20 +215,24 @@ class Deployment(Strict):
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
 
     @property
-    def weights_uri(self) -> str:
-        """Where the weights are: s3://STORAGE.BUCKET/PREFIX in this stack's store, or the path on the host."""
+    def weights_location(self) -> WeightsLocation | None:
+        """The model's folder in this stack's store (storage.bucket); None for a path on the host."""
         prefix = self.model.weights_prefix
-        return self.model.weights if prefix is None else f"s3://{self.storage.bucket}/{prefix}"
+        return None if prefix is None else WeightsLocation(self.storage.bucket, prefix)
+
+    @property
+    def weights_uri(self) -> str:
+        """Where the weights are, as engines take it: s3://STORAGE.BUCKET/PREFIX, or the path on the host."""
+        loc = self.weights_location
+        return self.model.weights if loc is None else loc.uri
 
     def secret_refs(self) -> dict[str, SecretRef]:
         """Every secret reference in the deployment, by field path."""
         refs = {
-            "storage.access_key_id": self.storage.access_key_id,
-            "storage.secret_access_key": self.storage.secret_access_key,
-            "serving.api_key": self.serving.api_key,
+            SecretField.S3_ACCESS: self.storage.access_key_id,
+            SecretField.S3_SECRET: self.storage.secret_access_key,
+            SecretField.API_KEY: self.serving.api_key,
         }
         if self.model.hf_token is not None:
-            refs["model.hf_token"] = self.model.hf_token
-        if isinstance(self.target, SshTarget):
-            refs["target.private_key"] = self.target.private_key
-        return refs
+            refs[SecretField.HF_TOKEN] = self.model.hf_token
+        return {**refs, **self.target.secret_refs()}

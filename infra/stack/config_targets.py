@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from infra.stack.secretfix import SecretField
+
 # Kubernetes naming (DNS-1123 label) and label-value rules.
 DNS1123 = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
@@ -100,6 +102,20 @@ class SshTarget(_Strict):
             raise ValueError(f"load_balancer.host {self.load_balancer.host!r} is not one of target.hosts")
         return self
 
+    @property
+    def instances(self) -> int:
+        """Engine instances the stack runs: one per host."""
+        return len(self.hosts)
+
+    @property
+    def streams_weights(self) -> bool | None:
+        """Whether the target asks the engine to stream weights from the store (None: it has no say)."""
+        return None
+
+    def secret_refs(self) -> dict[str, SecretRef]:
+        """The target's own secrets, by field path: the SSH private key."""
+        return {SecretField.PRIVATE_KEY: self.private_key}
+
 
 class Toleration(_Strict):
     """A pod toleration (for tainted GPU nodes)."""
@@ -183,6 +199,20 @@ class KubernetesTarget(_Strict):
         if not re.match(QUANTITY, v):
             raise ValueError("not a Kubernetes quantity; write e.g. 200Gi, 64Gi, 8 or 500m (no spaces, no 'GB')")
         return v
+
+    @property
+    def instances(self) -> int:
+        """Engine instances the stack runs: the replicas (the autoscaler's minimum)."""
+        return self.autoscaling.min_replicas if self.autoscaling else self.replicas
+
+    @property
+    def streams_weights(self) -> bool | None:
+        """Whether pods stream weights from the store (weights_delivery: stream)."""
+        return self.weights_delivery == "stream"
+
+    def secret_refs(self) -> dict[str, SecretRef]:
+        """The target's own secrets: none (the cluster's credentials are the kubeconfig's)."""
+        return {}
 
 
 TargetConfig = SshTarget | KubernetesTarget

@@ -1,10 +1,24 @@
 """How a user stores a secret: the whole command (stack, `inferry:` key, value on stdin) and the line to write."""
 from __future__ import annotations
 
+from typing import Final
+
+
+class SecretField:
+    """Every secret of a stack by its field path: the one spelling of each. Plain str values, not an Enum: they
+    key dicts that reach Pulumi inputs, provider props and YAML, which must see exactly the str."""
+
+    API_KEY: Final = "serving.api_key"
+    S3_ACCESS: Final = "storage.access_key_id"
+    S3_SECRET: Final = "storage.secret_access_key"
+    PRIVATE_KEY: Final = "target.private_key"
+    HF_TOKEN: Final = "model.hf_token"
+
+
 # The config key each secret field is stored under by convention (the README, the bundled examples).
-CONFIG_KEYS = {"serving.api_key": "apiKey", "storage.access_key_id": "s3AccessKey",
-               "storage.secret_access_key": "s3SecretKey", "target.private_key": "sshPrivateKey",
-               "model.hf_token": "hfToken"}
+CONFIG_KEYS = {SecretField.API_KEY: "apiKey", SecretField.S3_ACCESS: "s3AccessKey",
+               SecretField.S3_SECRET: "s3SecretKey", SecretField.PRIVATE_KEY: "sshPrivateKey",
+               SecretField.HF_TOKEN: "hfToken"}
 # Stands for the stack's name in a hint made before the name is known; the loaders put the name in.
 STACK = "STACK"
 

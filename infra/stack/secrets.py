@@ -1,21 +1,17 @@
-"""Resolve secret references: environment variables or Pulumi secret config, never plain text."""
+"""Secret references: their Pulumi Outputs, their checks (set, secure, ciphertext); never plain text."""
 from __future__ import annotations
 
 import base64
 import binascii
 import os
 import re
-import shutil
-import subprocess
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any
 
 from infra.stack.config import Deployment, SecretRef
-from infra.errors import Problem, PulumiMissingError, SecretError
+from infra.errors import Problem, SecretError
 from infra.stack.problems import closest, did_you_mean, key_text
 from infra.stack.secretfix import set_secret
-from infra.lifecycle.pulumicli import INSTALL, cli_env
 
 # What `pulumi config set --secret` writes. Passphrase and cloud (awskms://, gcpkms://, azurekeyvault://,
 # hashivault://) providers: v1:BASE64(12-byte nonce):BASE64(AES-256-GCM ciphertext and 16-byte tag)
@@ -25,36 +21,17 @@ V1_CIPHERTEXT = re.compile(r"^v1:([A-Za-z0-9+/]+={0,2}):([A-Za-z0-9+/]+={0,2})$"
 BASE64 = re.compile(r"^[A-Za-z0-9+/]+={0,2}$")
 # A plain config value under a key with one of these in its name is a secret written in plain text.
 SECRETISH = ("key", "secret", "token", "password", "passphrase")
+# A secret's value for the CLI, (reference, field path) -> value; the caller chooses how it is read
+# (infra.lifecycle.secrets.resolver: env, or the Pulumi CLI), so the rooms below never run Pulumi.
+Resolve = Callable[[SecretRef, str], str]
 
 
-def resolve(ref: SecretRef, stack_name: str, field: str, stack_file: Path | None = None) -> str:
-    """The secret's value for the CLI; SecretError says where it was looked for and how to set it."""
-    if ref.env:
-        value = os.environ.get(ref.env)
-        if not value:
-            raise SecretError(f"environment variable {ref.env} is not set", f"export {ref.env}=...", where=field)
-        return value
-    return _pulumi_config_get(ref.config, stack_name, field, stack_file)
-
-
-def _pulumi_config_get(key: str, stack_name: str, field: str, stack_file: Path | None) -> str:
-    exe = shutil.which("pulumi")
-    if exe is None:
-        raise PulumiMissingError(f"reading secret inferry:{key} needs the Pulumi CLI, which is not installed",
-                                 f"{INSTALL}; or reference an environment variable: {{env: NAME}}", where=field)
-    cmd = [exe, "config", "get", f"inferry:{key}", "--stack", stack_name]
-    if stack_file is not None:
-        cmd += ["--config-file", str(stack_file)]
-    from infra.stack.project import project_root
-
-    root = project_root()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=root, check=False,
-                          env={**os.environ, **cli_env(root, os.environ)})
-    if proc.returncode != 0:
-        # Pulumi's message names the key and the problem (passphrase, stack); it never holds the value.
-        raise SecretError(f"could not read secret inferry:{key}: {proc.stderr.strip()[:300]}",
-                          "set PULUMI_CONFIG_PASSPHRASE and check the stack name", where=field)
-    return proc.stdout.rstrip("\n")
+def env_value(name: str, field: str) -> str:
+    """An environment variable's value; SecretError (with the export that fixes it) when it is unset or empty."""
+    value = os.environ.get(name)
+    if not value:
+        raise SecretError(f"environment variable {name} is not set", f"export {name}=...", where=field)
+    return value
 
 
 def output(ref: SecretRef, field: str):
@@ -63,10 +40,7 @@ def output(ref: SecretRef, field: str):
 
     if ref.config:
         return pulumi.Config("inferry").require_secret(ref.config)
-    value = os.environ.get(ref.env or "")
-    if not value:
-        raise SecretError(f"environment variable {ref.env} is not set", f"export {ref.env}=...", where=field)
-    return pulumi.Output.secret(value)
+    return pulumi.Output.secret(env_value(ref.env or "", field))
 
 
 def is_secure(value: Any) -> bool:

@@ -1,33 +1,19 @@
-"""Everything `inferry validate` checks: the schema, then cross-section, engine, sizing and target checks, all
-reported in one run."""
+"""Everything `inferry validate` checks: the schema, then cross-section checks, then the checks each room
+registers (engines, sizing, storage, targets: infra.checks), all reported in one run."""
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
 
+from infra.stack.checkregistry import registered
 from infra.stack.checks import cross_checks
 from infra.stack.config import Deployment
 from infra.errors import ConfigError, InferryError, Problem
 from infra.stack.problems import bounded, problems_from_validation, repaired
 
-# Each check returns findings (errors and warnings); engines, sizing and targets add theirs here.
-Check = Callable[[Deployment], list[Problem]]
 # Rounds of did-you-mean repair: a kind first, then the keys of the section it selects.
 REPAIR_ROUNDS = 3
-
-
-def _checks() -> dict[str, Check]:
-    # Imported lazily so a broken optional module cannot break loading the config itself.
-    from infra.engines.checks import engine_checks
-    from infra.sizing.fit import sizing_problems
-    from infra.storage.checks import storage_checks
-    from infra.targets.kubernetes.checks import check_kubernetes
-    from infra.targets.ssh.checks import ssh_checks
-
-    return {"sizing": sizing_problems, "engine": engine_checks, "kubernetes": check_kubernetes,
-            "ssh": ssh_checks, "storage": storage_checks}
 
 
 def findings(d: Deployment, skip: frozenset[str] = frozenset()) -> list[Problem]:
@@ -37,7 +23,7 @@ def findings(d: Deployment, skip: frozenset[str] = frozenset()) -> list[Problem]
     skip: checks (by name) the caller reports its own way (`plan` shows sizing as a table)."""
     found: list[Problem] = []
     refused: set[str] = set()  # fields an earlier check refused, skipped checks included
-    for name, check in _checks().items():
+    for name, check in registered().items():
         new = [p for p in check(d) if p.severity != "error" or p.path not in refused]
         refused |= {p.path for p in new if p.severity == "error"}
         if name not in skip:

@@ -6,6 +6,7 @@ from typing import Any
 import pulumi
 from pulumi import dynamic
 
+from infra.stack.secretfix import SecretField
 from infra.stack import secrets
 from infra.stack.config import Deployment
 from infra.storage.bucket import BucketProvider, credentials_id
@@ -30,8 +31,8 @@ class WeightStore(pulumi.ComponentResource):
     def __init__(self, name: str, d: Deployment, opts: pulumi.ResourceOptions | None = None):
         super().__init__("inferry:storage:WeightStore", name, None, opts)
         s = d.storage
-        ak = secrets.output(s.access_key_id, "storage.access_key_id")
-        sk = secrets.output(s.secret_access_key, "storage.secret_access_key")
+        ak = secrets.output(s.access_key_id, SecretField.S3_ACCESS)
+        sk = secrets.output(s.secret_access_key, SecretField.S3_SECRET)
         props = {"endpoint": s.endpoint, "region": s.region, "bucket": s.bucket,
                  "addressing_style": s.addressing_style, "tags": dict(s.tags), "force_destroy": s.force_destroy,
                  "credentials_id": pulumi.Output.unsecret(ak.apply(credentials_id))}

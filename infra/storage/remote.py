@@ -13,6 +13,7 @@ from infra.storage.settings import StoreSettings, s3_errors
 from infra.storage.transfer import SHA_META, Store
 
 if TYPE_CHECKING:
+    from infra.stack.secrets import Resolve
     from infra.stack.stackfile import Stack
 
 
@@ -121,9 +122,9 @@ def model_reader(store: Store, prefix: str) -> Callable[[str], bytes | None]:
     return read
 
 
-def stack_reader(stack: Stack) -> Callable[[str], bytes | None] | None:
+def stack_reader(stack: Stack, resolve: Resolve) -> Callable[[str], bytes | None] | None:
     """`inferry plan --from-store`'s reader of the stack's model folder; None when the weights are not in a store."""
     m = stack.deployment.model
     if m.weights_prefix is None:
         return None
-    return model_reader(Store.of(StoreSettings.from_stack(stack)), m.weights_prefix)
+    return model_reader(Store.of(StoreSettings.from_stack(stack, resolve)), m.weights_prefix)

@@ -9,10 +9,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from infra.stack.secretfix import SecretField
 from infra.errors import StorageError
 
 if TYPE_CHECKING:
     from infra.stack.config import StorageConfig
+    from infra.stack.secrets import Resolve
     from infra.stack.stackfile import Stack
 
 MiB = 1 << 20
@@ -58,13 +60,12 @@ class StoreSettings:
         return cls(cfg.endpoint, cfg.region, cfg.bucket, access_key, secret_key, cfg.addressing_style, **tuning)
 
     @classmethod
-    def from_stack(cls, stack: Stack, **tuning) -> StoreSettings:
-        """Settings from a loaded stack, resolving its two secret references (env or Pulumi config)."""
-        from infra.stack.secrets import resolve
-
+    def from_stack(cls, stack: Stack, resolve: Resolve, **tuning) -> StoreSettings:
+        """Settings from a loaded stack, its two secret references read by resolve (the caller's: env or Pulumi
+        config, infra.lifecycle.secrets.resolver)."""
         cfg = stack.deployment.storage
-        ak = resolve(cfg.access_key_id, stack.name, "storage.access_key_id", stack.path)
-        sk = resolve(cfg.secret_access_key, stack.name, "storage.secret_access_key", stack.path)
+        ak = resolve(cfg.access_key_id, SecretField.S3_ACCESS)
+        sk = resolve(cfg.secret_access_key, SecretField.S3_SECRET)
         return cls.from_config(cfg, ak, sk, **tuning)
 
     @classmethod

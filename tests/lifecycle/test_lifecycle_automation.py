@@ -11,13 +11,14 @@ from infra.errors import InferryError, PulumiMissingError
 from infra.lifecycle.automation import AutomationDeployer, passphrase_env
 from infra.lifecycle.pulumicli import backend_env
 from infra.lifecycle.progress import describe
+from infra.program import main
 from infra.stack.stackfile import load_stack
 from tests.conftest import ROOT
 
 
 def test_missing_pulumi_cli_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # the real environment: no pulumi anywhere on it
-    d = AutomationDeployer(root=tmp_path, environ={"PULUMI_CONFIG_PASSPHRASE": "x", "HOME": str(tmp_path)})
+    d = AutomationDeployer(main, root=tmp_path, environ={"PULUMI_CONFIG_PASSPHRASE": "x", "HOME": str(tmp_path)})
     with pytest.raises(PulumiMissingError) as e:
         d.up(load_stack("eu-ssh"), print)
     assert "get.pulumi.com" in e.value.render() and "not installed" in e.value.message

@@ -16,8 +16,9 @@ from infra.lifecycle import probe
 from infra.lifecycle.deployer import Changes, OutputValue, Progress
 from infra.lifecycle.drain import Drain
 from infra.lifecycle.migrate import Migration, MigrationError
+from infra.lifecycle.secrets import resolver
 from infra.lifecycle.weights import StoreWeights
-from infra.stack.secrets import resolve
+from infra.lifecycle.secrets import resolve, resolver
 from infra.stack.stackfile import Stack, load_stack
 from infra.storage.settings import StoreSettings
 from infra.storage.sync import pull, push
@@ -48,7 +49,7 @@ class LocalEngineDeployer:
         if running is None or running.proc.poll() is not None:
             d = stack.deployment
             folder = self.workdir / stack.name / "model"
-            settings = StoreSettings.from_stack(stack)
+            settings = StoreSettings.from_stack(stack, resolver(stack))
             progress(f"  pull {pull(settings, d.model.weights_prefix, folder, show=False).summary}")
             key = resolve(d.serving.api_key, stack.name, "serving.api_key", stack.path)
             args = ["serve", str(folder), "--host", "127.0.0.1", "--port", str(d.serving.port),
@@ -95,7 +96,7 @@ def world(tmp_path, s3_server_factory, monkeypatch):
     model.mkdir()
     (model / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}')
     (model / "model.safetensors").write_bytes(os.urandom(2 << 20))
-    push(StoreSettings.from_stack(a).with_bucket("inferry-weights"), model, PREFIX, show=False)
+    push(StoreSettings.from_stack(a, resolver(a)).with_bucket("inferry-weights"), model, PREFIX, show=False)
     deployer = LocalEngineDeployer(tmp_path)
     deployer.up(a, print)
     yield a, b, deployer, servers

@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from infra.lifecycle.secrets import resolver
 from infra.lifecycle import probe
 from infra.lifecycle.drain import Drain, busy
 from infra.lifecycle.migrate import Migration, MigrationError
@@ -54,7 +55,7 @@ def world(host_network, s3_server_factory, tmp_path_factory):
                                    env_prefix=p, provider={"gpu": "H200", "egress_per_gb": 0.05})
     os.environ.update(env)
     a, b = (load_stack(str(stacks[n])) for n in ("a", "b"))
-    push(StoreSettings.from_stack(a).with_bucket("inferry-weights"), model, PREFIX, show=False)
+    push(StoreSettings.from_stack(a, resolver(a)).with_bucket("inferry-weights"), model, PREFIX, show=False)
     yield a, b, hosts, servers, ProgramHarness(tmp / "state"), tmp
     for host in hosts.values():
         host_network.remove_host(host)

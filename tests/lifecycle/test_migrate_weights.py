@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from infra.lifecycle.secrets import resolver
 from infra.errors import StorageError
 from infra.lifecycle.weights import StoreWeights
 from infra.stack.stackfile import load_stack
@@ -43,7 +44,7 @@ def two_stores(tmp_path, s3_server_factory, monkeypatch):
     sa = load_stack(str(write_stack(tmp_path, "wa", target=SSH, storage_endpoint=a.endpoint, env_prefix="WA",
                                     provider={"egress_per_gb": 0.09})))
     sb = load_stack(str(write_stack(tmp_path, "wb", target=SSH, storage_endpoint=b.endpoint, env_prefix="WB")))
-    push(StoreSettings.from_stack(sa), make_model(tmp_path / "model"), PREFIX, show=False)
+    push(StoreSettings.from_stack(sa, resolver(sa)), make_model(tmp_path / "model"), PREFIX, show=False)
     return sa, sb, b
 
 
@@ -98,7 +99,7 @@ def test_migrate_copies_into_the_target_stacks_own_bucket(tmp_path, two_buckets,
 
     a, b, model = two_buckets
     sa, sb = _stacks(tmp_path, a, b, a_weights)
-    push(StoreSettings.from_stack(sa), model, PREFIX, show=False)
+    push(StoreSettings.from_stack(sa, resolver(sa)), model, PREFIX, show=False)
     assert sb.deployment.weights_uri == f"s3://weights-eu-prod/{PREFIX}"
     w = StoreWeights()
     plan = Migration(sa, sb, deployer=None, weights=w, root=tmp_path / "state").plan()

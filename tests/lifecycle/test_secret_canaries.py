@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from infra.lifecycle.secrets import resolver
 from infra.errors import InferryError
 from infra.stack.stackfile import load_stack
 from infra.storage.settings import StoreSettings
@@ -82,7 +83,8 @@ def world(host_network, s3_server_factory, tmp_path_factory):
     (model / "model.safetensors").write_bytes(os.urandom(1 << 20))
     lb = {"host": host.name, "port": 8080}  # nginx in front: its config is searched too
     path = stack_file(tmp, "ssh-canary", host, server.endpoint, "CAN", load_balancer=lb)
-    push(StoreSettings.from_stack(load_stack(str(path))).with_bucket("inferry-weights"), model, PREFIX, show=False)
+    s = load_stack(str(path))
+    push(StoreSettings.from_stack(s, resolver(s)).with_bucket("inferry-weights"), model, PREFIX, show=False)
     yield host, server, path, tmp
     host_network.remove_host(host)
     for key in env:

@@ -11,8 +11,9 @@ import yaml
 from cli.render import rendered_files
 from infra.engines.options import check_args
 from infra.targets.kubernetes.manifests import render_kubernetes
-from infra.render.files import (COMPOSE, ENV, redacted_values, render_env, render_secret_files,
-                          render_ssh_files, service_json, ssh_spec)
+from infra.render.service import service_json
+from infra.targets.ssh.render import (COMPOSE, ENV, redacted_values, render_env, render_secret_files,
+                                      render_ssh_files, ssh_spec)
 from infra.stack.stackfile import load_stack
 from tests.conftest import ROOT, STACKS
 from tests.engines.test_engines import BASE, deployment

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from infra.render import quoting
 from infra.errors import InferryError
-from infra.render.files import COMPOSE, LAUNCHER, render_env, render_ssh_files, ssh_spec
+from infra.targets.ssh.render import COMPOSE, LAUNCHER, render_env, render_ssh_files, ssh_spec
 from tests.render.test_render import ssh_deployment
 
 HOSTILE = [

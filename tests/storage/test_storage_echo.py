@@ -13,6 +13,7 @@ import yaml
 
 from infra.errors import StorageError
 from infra.stack.stackfile import load_stack
+from infra.lifecycle.secrets import resolver
 from infra.storage.remote import stack_reader
 from infra.storage.settings import StoreSettings, scrub
 from tests.conftest import ROOT
@@ -62,7 +63,8 @@ def test_the_plan_from_store_reader_maps_errors_like_the_weights_commands(tmp_pa
     monkeypatch.setenv("T_ECHO_ACCESS", ACCESS)
     monkeypatch.setenv("T_ECHO_SECRET", SECRET)
     with EchoServer("EchoedRequest") as echo:
-        read = stack_reader(load_stack(str(_stack_file(tmp_path, echo.endpoint))))
+        stack = load_stack(str(_stack_file(tmp_path, echo.endpoint)))
+        read = stack_reader(stack, resolver(stack))
         with pytest.raises(StorageError) as e:
             read("config.json")
     shown = e.value.render()

@@ -8,9 +8,11 @@ import pulumi
 import pulumi.dynamic
 import pulumi_kubernetes as k8s
 
+from infra.stack.secretfix import SecretField
 from infra.errors import InferryError
 from infra.targets.kubernetes import build, pod, scaling, weights
-from infra.targets.kubernetes.context import Ctx, KubernetesTargetArgs
+from infra.targets.contract import TargetArgs
+from infra.targets.kubernetes.context import Ctx
 from infra.targets.kubernetes.rollout import RolloutProvider
 
 TYPE = "inferry:targets:KubernetesTarget"
@@ -21,7 +23,7 @@ class Rollout(pulumi.dynamic.Resource, module="inferry", name="Rollout"):
 
     def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions):
         super().__init__(RolloutProvider(), name, props, opts)
-S3_FIELDS = ("storage.access_key_id", "storage.secret_access_key")
+S3_FIELDS = (SecretField.S3_ACCESS, SecretField.S3_SECRET)
 
 
 def kubeconfig_path(configured: str | None) -> str:
@@ -39,7 +41,7 @@ def needed_secrets(ctx: Ctx, have: dict[str, Any]) -> dict[str, Any]:
     """The secret values the pods reference (S3 keys when they fetch, and every secret env of the spec)."""
     fields = [e.secret_field for e in ctx.spec.secret_env() if e.secret_field]
     if ctx.spec.needs_auth_proxy:
-        fields.append("serving.api_key")
+        fields.append(SecretField.API_KEY)
     if ctx.wants_weights_volume or ctx.spec.build is not None:
         fields += list(S3_FIELDS)
     missing = sorted({f for f in fields if f not in have})
@@ -56,7 +58,7 @@ class KubernetesTarget(pulumi.ComponentResource):
     model: pulumi.Output[str]
     endpoints: pulumi.Output[list[str]]
 
-    def __init__(self, name: str, args: KubernetesTargetArgs, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: TargetArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__(TYPE, name, None, opts)
         ctx = Ctx(args.deployment, args.spec)
         self._ctx = ctx

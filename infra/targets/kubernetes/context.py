@@ -2,22 +2,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from infra.stack.config import Deployment, KubernetesTarget as TargetSection
 from infra.engines.spec import ServiceSpec
 from infra.targets.kubernetes import names
 
 SCRIPTS_DIR = "/opt/inferry"  # where the ConfigMap's helper scripts are mounted in init containers
-
-
-@dataclass(frozen=True)
-class KubernetesTargetArgs:
-    """Typed inputs of the KubernetesTarget component."""
-
-    deployment: Deployment
-    spec: ServiceSpec  # the engine, exactly as the SSH target runs it
-    secrets: Mapping[str, Any]  # stack field path (e.g. "serving.api_key") -> secret value (a secret Output)
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,10 @@ def deploy(stack: Stack) -> dict[str, Any]:
     from infra.stack import secrets
     from infra.targets.kubernetes.checks import refuse_broken_scaling
     from infra.targets.kubernetes.component import KubernetesTarget
-    from infra.targets.kubernetes.context import KubernetesTargetArgs
+    from infra.targets.contract import TargetArgs
 
     d = stack.deployment
     refuse_broken_scaling(d)
     values = {path: secrets.output(ref, path) for path, ref in d.secret_refs().items()}
-    target = KubernetesTarget("kubernetes", KubernetesTargetArgs(deployment=d, spec=spec_for(d), secrets=values))
+    target = KubernetesTarget("kubernetes", TargetArgs(deployment=d, spec=spec_for(d), secrets=values))
     return {"endpoint": target.endpoint, "endpoints": target.endpoints, "served_model": target.model}

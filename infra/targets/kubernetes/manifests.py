@@ -23,9 +23,9 @@ def redacted(d: Deployment) -> dict[str, str]:
 def objects(d: Deployment, spec: ServiceSpec, stack: str) -> list[dict[str, Any]]:
     """The manifests the KubernetesTarget component registers for this deployment, in apply order."""
     from infra.targets.kubernetes.component import KubernetesTarget
-    from infra.targets.kubernetes.context import KubernetesTargetArgs
+    from infra.targets.contract import TargetArgs
 
-    args = KubernetesTargetArgs(deployment=d, spec=spec, secrets=redacted(d))
+    args = TargetArgs(deployment=d, spec=spec, secrets=redacted(d))
     captured = offline.capture(lambda: KubernetesTarget("kubernetes", args), stack)
     found = [offline.to_manifest(c) for c in captured if offline.is_kubernetes(c)]
     return sorted(found, key=lambda m: (_rank(m["kind"]), m["metadata"]["name"]))

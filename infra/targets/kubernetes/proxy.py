@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from infra.stack.secretfix import SecretField
 from infra.targets.kubernetes.context import Ctx
 
 TEMPLATE = "auth-proxy.conf.template"
@@ -24,7 +25,7 @@ def proxy_container(ctx: Ctx) -> dict[str, Any]:
            {"name": "INFERRY_ENGINE_PORT", "value": str(s.listen_port)},
            {"name": "INFERRY_HEALTH_PATH", "value": s.health_path},
            {"name": "INFERRY_METRICS_PATH", "value": s.metrics_path},
-           ctx.secret_ref("INFERRY_API_KEY", "serving.api_key")]
+           ctx.secret_ref("INFERRY_API_KEY", SecretField.API_KEY)]
     return {
         "name": "auth-proxy", "image": proxy_image(), "env": env,
         "ports": [{"name": "http", "containerPort": s.port, "protocol": "TCP"}],

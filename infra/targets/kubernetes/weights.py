@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from infra.stack.location import WeightsLocation
+from infra.stack.secretfix import SecretField
 from infra.engines.spec import MODELS_DIR
 from infra.stack.resources import bundled
 from infra.storage.manifest import MANIFEST_NAME
@@ -24,8 +26,8 @@ def build_prefix(ctx: Ctx) -> str | None:
     """The store prefix of the built TensorRT engine, when the spec has a build step."""
     if ctx.spec.build is None:
         return None
-    key = ctx.spec.build.cache_key.removeprefix(f"s3://{ctx.d.storage.bucket}/")
-    return key.strip("/")
+    key = WeightsLocation(ctx.d.storage.bucket, "").key_under(ctx.spec.build.cache_key)
+    return (ctx.spec.build.cache_key if key is None else key).strip("/")
 
 
 def s3_env(ctx: Ctx) -> list[dict[str, Any]]:
@@ -36,8 +38,8 @@ def s3_env(ctx: Ctx) -> list[dict[str, Any]]:
         {"name": "AWS_DEFAULT_REGION", "value": s.region},
         {"name": "ADDRESSING_STYLE", "value": s.addressing_style},
         {"name": "HOME", "value": "/tmp"},  # the scripts write ~/.aws/config (addressing style)
-        ctx.secret_ref("AWS_ACCESS_KEY_ID", "storage.access_key_id"),
-        ctx.secret_ref("AWS_SECRET_ACCESS_KEY", "storage.secret_access_key"),
+        ctx.secret_ref("AWS_ACCESS_KEY_ID", SecretField.S3_ACCESS),
+        ctx.secret_ref("AWS_SECRET_ACCESS_KEY", SecretField.S3_SECRET),
     ]
 
 
@@ -77,8 +79,8 @@ def init_containers(ctx: Ctx) -> list[dict[str, Any]]:
 def fetch_container(ctx: Ctx, with_build: bool = True, source: str | None = None, folder: str | None = None,
                     suffix: str = "weights") -> dict[str, Any]:
     """Init container: copy one weights set (and the built engine) from the store into the weights volume."""
-    bucket, _, prefix = (source or ctx.d.weights_uri).removeprefix("s3://").partition("/")
-    env = [{"name": "BUCKET", "value": bucket}, {"name": "PREFIX", "value": prefix.strip("/")},
+    loc = WeightsLocation.parse(source or ctx.d.weights_uri) or WeightsLocation("", "")
+    env = [{"name": "BUCKET", "value": loc.bucket}, {"name": "PREFIX", "value": loc.prefix},
            {"name": "WEIGHTS_DIR", "value": folder or ctx.spec.model_dir},
            {"name": "MANIFEST", "value": MANIFEST_NAME}]
     prefix = build_prefix(ctx) if with_build else None

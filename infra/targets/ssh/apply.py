@@ -1,14 +1,16 @@
 """Apply or destroy an SSH target without the Pulumi CLI: the same providers, driven directly, in the program's order.
 
     plan = plan_deployment(stack.deployment)        # infra.targets.ssh.plan
-    outcome = apply(plan, stack_secrets(stack))     # .endpoint, .endpoints, .count("writes"), .hosts[i].outputs
-    destroy(plan, stack_secrets(stack), remove_weights=False)
+    outcome = apply(plan, stack_secrets(stack, resolver(stack)))  # resolver: infra.lifecycle.secrets; .endpoint, .endpoints, .count("writes"), .hosts[i].outputs
+    destroy(plan, stack_secrets(stack, resolver(stack)), remove_weights=False)
 """
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from infra.stack.secretfix import SecretField
 from infra.errors import InferryError, RemoteError
 from infra.targets.ssh import pool
 from infra.targets.ssh.args import props_of, service_args
@@ -16,8 +18,11 @@ from infra.targets.ssh.plan import HostPlan, TargetPlan, with_depends
 from infra.targets.ssh.providers import HostProvider, LoadBalancerProvider, ServiceProvider, WeightsProvider
 from infra.targets.ssh.service import check_service
 
-PRIVATE_KEY, API_KEY = "target.private_key", "serving.api_key"
-S3_ACCESS, S3_SECRET = "storage.access_key_id", "storage.secret_access_key"
+if TYPE_CHECKING:
+    from infra.stack.secrets import Resolve
+
+PRIVATE_KEY, API_KEY = SecretField.PRIVATE_KEY, SecretField.API_KEY
+S3_ACCESS, S3_SECRET = SecretField.S3_ACCESS, SecretField.S3_SECRET
 
 
 @dataclass
@@ -62,12 +67,9 @@ class TargetOutcome:
         return [h for h in self.hosts if h.error is not None]
 
 
-def stack_secrets(stack) -> dict[str, str]:
-    """Every secret the target needs, resolved for the CLI (env or Pulumi config), by stack field."""
-    from infra.stack.secrets import resolve
-
-    refs = stack.deployment.secret_refs()
-    return {f: resolve(ref, stack.name, f, stack.path) for f, ref in refs.items()}
+def stack_secrets(stack, resolve: Resolve) -> dict[str, str]:
+    """Every secret the target needs, by stack field, read by resolve (infra.lifecycle.secrets.resolver)."""
+    return {f: resolve(ref, f) for f, ref in stack.deployment.secret_refs().items()}
 
 
 def _secret_props(plan: TargetPlan, secrets: dict[str, str]) -> dict:

@@ -1,20 +1,20 @@
 """SshTarget: the ComponentResource that puts the engine on SSH hosts (children: one dynamic step each)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 from pulumi.dynamic import Resource
 
-from infra.stack.config import Deployment
-from infra.engines.spec import ServiceSpec
+from infra.stack.secretfix import SecretField
+from infra.stack.stackfile import Stack
+from infra.targets.contract import TargetArgs
 from infra.targets.ssh.args import props_of
 from infra.targets.ssh.plan import plan as make_plan
 from infra.targets.ssh.providers import HostProvider, LoadBalancerProvider, ServiceProvider, WeightsProvider
 from infra.targets.ssh.rollout import ROLLING
 
-PRIVATE_KEY, API_KEY = "target.private_key", "serving.api_key"
+PRIVATE_KEY, API_KEY = SecretField.PRIVATE_KEY, SecretField.API_KEY
 
 
 class HostStep(Resource, module="inferry", name="SshHost"):
@@ -55,15 +55,6 @@ def _joined(digests: list) -> str:
     return " ".join(x or "" for x in digests)
 
 
-@dataclass(frozen=True)
-class SshTargetArgs:
-    """What the component needs: the deployment, the engine's service, and the secrets as Outputs by field."""
-
-    deployment: Deployment
-    spec: ServiceSpec
-    secrets: dict[str, Any]  # stack field path -> secret pulumi Output (infra.stack.secrets.output)
-
-
 class SshTarget(pulumi.ComponentResource):
     """Every host a healthy replica; outputs endpoint (LB or first replica), endpoints and model."""
 
@@ -71,7 +62,7 @@ class SshTarget(pulumi.ComponentResource):
     endpoints: pulumi.Output[list]
     model: str
 
-    def __init__(self, name: str, args: SshTargetArgs, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: TargetArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("inferry:ssh:Target", name, None, opts)
         plan = make_plan(args.deployment, args.spec)
         sec = args.secrets
@@ -86,8 +77,8 @@ class SshTarget(pulumi.ComponentResource):
             after: list[pulumi.Resource] = [host]
             for i, wa in enumerate(hp.weights):
                 after.append(WeightsStep(f"{base}-weights" + (f"-{i}" if i else ""),
-                                         {**props_of(wa), **common, "access_key_id": sec["storage.access_key_id"],
-                                          "secret_access_key": sec["storage.secret_access_key"]},
+                                         {**props_of(wa), **common, "access_key_id": sec[SecretField.S3_ACCESS],
+                                          "secret_access_key": sec[SecretField.S3_SECRET]},
                                          pulumi.ResourceOptions(parent=self, depends_on=[host])))
             digests = [w.manifest_sha256 for w in after[1:]]
             svc["depends"] = pulumi.Output.all(*digests).apply(_joined) if digests else ""
@@ -106,12 +97,12 @@ class SshTarget(pulumi.ComponentResource):
         self.register_outputs({"endpoint": self.endpoint, "endpoints": self.endpoints, "model": self.model})
 
 
-def build(d: Deployment) -> dict[str, Any]:
-    """The stack's SSH target; returns its exports (program.py calls this for target.kind ssh)."""
-    from infra.render.files import ssh_spec
+def deploy(stack: Stack) -> dict[str, Any]:
+    """The stack's SSH target; returns its exports (endpoint, endpoints)."""
     from infra.stack.secrets import output
+    from infra.targets.ssh.render import ssh_spec
 
-    spec = ssh_spec(d)
+    d = stack.deployment
     secrets = {f: output(ref, f) for f, ref in d.secret_refs().items()}
-    t = SshTarget("ssh", SshTargetArgs(d, spec, secrets))
+    t = SshTarget("ssh", TargetArgs(d, ssh_spec(d), secrets))
     return {"endpoint": t.endpoint, "endpoints": t.endpoints}

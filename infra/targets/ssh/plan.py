@@ -4,11 +4,13 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, replace
 
+from infra.stack.location import WeightsLocation
+from infra.stack.secretfix import SecretField
 from infra.stack.config import Deployment, SshHost, SshTarget
 from infra.engines.common import weights_dir  # host path = the engines' layout under the cache
 from infra.engines.spec import ServiceSpec
 from infra.errors import ConfigError
-from infra.render.files import render_ssh_files, ssh_spec
+from infra.targets.ssh.render import render_ssh_files, ssh_spec
 from infra.targets.ssh.checks import ssh_checks
 from infra.targets.ssh.files import RemoteFile
 from infra.targets.ssh.host import HostArgs
@@ -47,7 +49,7 @@ def conn_of(t: SshTarget, h: SshHost) -> Conn:
 
 
 def service_files(d: Deployment, spec: ServiceSpec) -> tuple[RemoteFile, ...]:
-    """The non-secret files infra.render.files lays out, in the service's folder."""
+    """The non-secret files infra.targets.ssh.render lays out, in the service's folder."""
     t = d.target
     return tuple(RemoteFile(posixpath.join(t.service_dir, f.name), f.content, f.mode) for f in render_ssh_files(d, spec))
 
@@ -59,21 +61,22 @@ def _check(d: Deployment) -> None:
 
 
 def plan(d: Deployment, spec: ServiceSpec) -> TargetPlan:
-    """Step arguments for every host; spec from infra.render.files.ssh_spec (host paths for the process runtime)."""
+    """Step arguments for every host; spec from infra.targets.ssh.render.ssh_spec (host paths for the process runtime)."""
     t = d.target
     assert isinstance(t, SshTarget)
     _check(d)
     files, data = service_files(d, spec), to_data(spec)
     sources = [] if spec.streams_weights else [d.weights_uri] + [src for src, _ in spec.extra_weights]
     ops_log = posixpath.join(t.service_dir, "ops.log")
+    located = [(src, WeightsLocation.parse(src)) for src in sources]
     hosts = []
     for h in t.hosts:
         c = conn_of(t, h)
         host = HostArgs(c, d.provider.gpu_name, d.provider.gpu_count, spec.engine, t.runtime, t.install_docker,
                         t.weights_cache, declared_names(d), spec.cuda_requirement)
-        weights = tuple(WeightsArgs(c, _store(d, src), weights_dir(src, t.weights_cache),
+        weights = tuple(WeightsArgs(c, _store(d, loc), weights_dir(src, t.weights_cache),
                                     trt_build=spec.build is not None and i == 0, ops_log=ops_log)
-                        for i, src in enumerate(sources) if src.startswith("s3://"))
+                        for i, (src, loc) in enumerate(located) if loc is not None)
         svc = ServiceArgs(c, t.runtime, t.service_dir, files, data, t.health_timeout_s)
         hosts.append(HostPlan(h.label, host, weights, svc))
     lb = None
@@ -81,14 +84,13 @@ def plan(d: Deployment, spec: ServiceSpec) -> TargetPlan:
         lbh = next(h for h in t.hosts if t.load_balancer.host in (h.label, h.address))
         lb = LbArgs(conn_of(t, lbh), posixpath.join(t.service_dir, "lb"), t.load_balancer.port,
                     tuple(f"{h.address}:{spec.port}" for h in t.hosts), spec.served_model_name or d.model.name)
-    fields = tuple(sorted({e.secret_field for e in spec.secret_env() if e.secret_field} | {"serving.api_key"}))
+    fields = tuple(sorted({e.secret_field for e in spec.secret_env() if e.secret_field} | {SecretField.API_KEY}))
     return TargetPlan(tuple(hosts), lb, t.max_parallel, fields, t.rollout == "rolling")
 
 
-def _store(d: Deployment, source: str) -> Store:
-    """The store holding an s3://BUCKET/PREFIX source (the stack's storage endpoint and keys)."""
-    bucket, _, prefix = source[5:].partition("/")
-    return Store(d.storage.endpoint, d.storage.region, bucket, prefix.strip("/"), d.storage.addressing_style)
+def _store(d: Deployment, loc: WeightsLocation) -> Store:
+    """The store holding a weights location (the stack's storage endpoint and keys)."""
+    return Store(d.storage.endpoint, d.storage.region, loc.bucket, loc.prefix, d.storage.addressing_style)
 
 
 def plan_deployment(d: Deployment) -> TargetPlan:

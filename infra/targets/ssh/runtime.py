@@ -30,8 +30,8 @@ class Runtime:
 
     @property
     def compose_file(self) -> str:
-        """The compose file infra.render.files writes (docker runtime), quoted for the shell."""
-        from infra.render.files import COMPOSE
+        """The compose file infra.targets.ssh.render writes (docker runtime), quoted for the shell."""
+        from infra.targets.ssh.render import COMPOSE
 
         return shlex.quote(posixpath.join(self.service_dir, COMPOSE))
 

@@ -6,6 +6,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from infra.stack.secretfix import SecretField
 from infra.errors import RemoteError
 from infra.targets.ssh.files import RemoteFile, differing, parse_state, state_command, upload
 from infra.targets.ssh.oplog import Ops
@@ -26,7 +27,7 @@ class ServiceArgs:
     conn: Conn
     runtime: str  # "docker" | "process"
     service_dir: str
-    files: tuple[RemoteFile, ...]  # rendered by infra.render.files (compose, unit, launcher, engine files)
+    files: tuple[RemoteFile, ...]  # rendered by infra.targets.ssh.render (compose, unit, launcher, engine files)
     spec: dict[str, Any]  # the ServiceSpec as data (speccodec): env by reference, port, health paths
     health_timeout_s: int = 900
     depends: str = ""
@@ -70,7 +71,7 @@ def plain_files(a: ServiceArgs) -> list[RemoteFile]:
 
 def desired_files(a: ServiceArgs, secret_values: dict[str, str]) -> list[RemoteFile]:
     """Every file the service owns on the host: plain_files and the secret files (0600)."""
-    from infra.render.files import render_secret_files  # the env file and auth proxy are rendered only here
+    from infra.targets.ssh.render import render_secret_files  # the env file and auth proxy are rendered only here
 
     secret = [RemoteFile(posixpath.join(a.service_dir, f.name), f.content, f.mode)
               for f in render_secret_files(from_data(a.spec), secret_values)]
@@ -135,7 +136,7 @@ def converge_service(p: Pending, private_key: str, secret_values: dict[str, str]
     if restart:
         _restart(a, s)
     Ops(writes=written, restarts=int(restart)).record(s, a.ops_log, "record changes")
-    api_key = secret_values.get("serving.api_key", "")
+    api_key = secret_values.get(SecretField.API_KEY, "")
     tail = health_failure(a, private_key, api_key)
     if tail is not None:
         raise undo(a, private_key, api_key, cs, tail)
@@ -253,6 +254,6 @@ def remove_service(a: ServiceArgs, private_key: str) -> None:
 
 def secret_paths(a: ServiceArgs) -> list[str]:
     """Where the secret-bearing files are (their names only: no values needed to remove them)."""
-    from infra.render.files import ENV, PROXY
+    from infra.targets.ssh.render import ENV, PROXY
 
     return [posixpath.join(a.service_dir, n) for n in (ENV, PROXY)]

@@ -13,7 +13,7 @@ import pytest
 
 from infra.errors import InferryError
 from infra.targets.kubernetes.component import KubernetesTarget
-from infra.targets.kubernetes.context import KubernetesTargetArgs
+from infra.targets.contract import TargetArgs
 from infra.targets.kubernetes.manifests import objects
 from tests.support.harness import SECRET_SIG, run
 from tests.support.kubernetes_schema import validate
@@ -174,7 +174,7 @@ def _run_component(case="bundled", secrets=None):
     holder = {}
 
     def program():
-        t = KubernetesTarget("kubernetes", KubernetesTargetArgs(d, spec_of(d), values))
+        t = KubernetesTarget("kubernetes", TargetArgs(d, spec_of(d), values))
         holder["t"] = t
         pulumi.export("endpoint", t.endpoint)
         pulumi.export("endpoints", t.endpoints)

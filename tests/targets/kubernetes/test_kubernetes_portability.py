@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import yaml
 
-from infra.render.files import ssh_spec
+from infra.targets.ssh.render import ssh_spec
 from infra.stack.stackfile import load_stack
 from infra.targets.kubernetes.deploy import spec_for
 from infra.targets.kubernetes.manifests import objects, render_kubernetes

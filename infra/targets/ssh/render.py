@@ -1,4 +1,4 @@
-"""jinja2 over templates/ (StrictUndefined): the files a target places on a machine to run the engine.
+"""The files an SSH host gets to run the engine: compose file or launcher, env file, auth proxy, engine files.
 
 Templates hold no flag logic: they lay out a ServiceSpec. Every value passes a quoting filter for the
 format it lands in (infra/render/quoting.py). Secret values reach only `render_env` / `render_secret_files`,
@@ -6,70 +6,22 @@ called by the target at apply time with resolved values, never through Pulumi ou
 """
 from __future__ import annotations
 
-import functools
 import posixpath
 import re
-from dataclasses import dataclass
 from typing import Any
 
-import jinja2
-
+from infra.stack.secretfix import SecretField
 from infra.render import quoting
+from infra.render.templates import RenderedFile, render_template
 from infra.stack.config import Deployment, SshTarget
 from infra.engines.spec import MODELS_DIR, PROXY_IMAGE, ServiceSpec
 from infra.errors import SecretError
-from infra.stack.resources import bundled
 
-TEMPLATES = bundled("templates")
 COMPOSE, ENV, LAUNCHER = "compose.yaml", "inferry.env", "run-engine.sh"
 PROXY, BUILD = "auth-proxy.conf", "build-engine.sh"
 PROJECT = "inferry"  # docker compose project name
 ENGINES_HOST_DIR = "/var/lib/inferry/engines"  # built TensorRT engines on an SSH host
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-@dataclass(frozen=True)
-class RenderedFile:
-    """One file to place in the target's service folder."""
-
-    name: str
-    content: str
-    mode: int = 0o644
-
-
-@functools.lru_cache(maxsize=1)
-def _env() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
-                             autoescape=False, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(yaml=_yaml, compose=_compose, shell=quoting.shell, shell_join=quoting.shell_join)
-    return env
-
-
-def _compose(value: Any) -> str:
-    """A YAML value for the compose file: Compose interpolates `$VAR`/`${VAR}` in every string and reads `$$`
-    as `$`, so every `$` is doubled and the container gets the text the stack wrote."""
-    return _yaml(_dollars(value))
-
-
-def _dollars(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.replace("$", "$$")
-    if isinstance(value, dict):
-        return {k: _dollars(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_dollars(v) for v in value]
-    return value
-
-
-def _yaml(value: Any) -> str:
-    if isinstance(value, tuple):
-        value = list(value)
-    return quoting.yaml_value(value)
-
-
-def render_template(name: str, **context: Any) -> str:
-    """One template with its context; a missing variable is an error (StrictUndefined)."""
-    return _env().get_template(name).render(**context)
 
 
 def _deployment(stack_or_deployment: Any) -> Deployment:
@@ -142,31 +94,16 @@ def render_secret_files(spec: ServiceSpec, secret_values: dict[str, str]) -> lis
     """Files that carry secret values (0600): the env file, and the auth-proxy config when the engine needs one."""
     files = [render_env(spec, secret_values)]
     if spec.needs_auth_proxy:
-        if "serving.api_key" not in secret_values:
+        if SecretField.API_KEY not in secret_values:
             raise SecretError("no value for serving.api_key", "resolve it before rendering", where=PROXY)
         conf = render_template("auth-proxy.conf.j2", port=spec.port, engine_port=spec.listen_port,
                                health_path=quoting.nginx_token("health path", spec.health_path),
-                               api_key=quoting.nginx_token("serving.api_key", secret_values["serving.api_key"]))
+                               api_key=quoting.nginx_token(SecretField.API_KEY, secret_values[SecretField.API_KEY]))
         files.append(RenderedFile(PROXY, conf, 0o600))
     return files
 
 
 def redacted_values(spec: ServiceSpec) -> dict[str, str]:
     """Stand-in secret values for previews (`inferry render`): names the field, never the value."""
-    fields = {e.secret_field for e in spec.env if e.secret_field} | ({"serving.api_key"} if spec.needs_auth_proxy else set())
+    fields = {e.secret_field for e in spec.env if e.secret_field} | ({SecretField.API_KEY} if spec.needs_auth_proxy else set())
     return {f: "REDACTED-" + re.sub(r"[^A-Za-z0-9]", "-", f) for f in fields}
-
-
-def service_json(spec: ServiceSpec) -> dict[str, Any]:
-    """The service spec as plain data, secrets as references: what `inferry render --json` prints."""
-    env = {e.name: e.value if e.secret is None else {"secret": e.secret_field, "from": e.secret.describe()}
-           for e in spec.env}
-    return {"engine": spec.engine, "version": spec.version, "image": spec.image, "command": list(spec.command),
-            "args": list(spec.args), "env": env, "port": spec.port, "engine_port": spec.listen_port,
-            "health_path": spec.health_path, "gpus": spec.gpus, "served_model_name": spec.served_model_name,
-            "model_dir": spec.model_dir, "streams_weights": spec.streams_weights,
-            "needs_auth_proxy": spec.needs_auth_proxy,
-            "files": [{"name": f.name, "mount_path": f.mount_path} for f in spec.files],
-            "build": None if spec.build is None else {"image": spec.build.image, "cache_key": spec.build.cache_key,
-                                                       "output_dir": spec.build.output_dir}}
-

@@ -1,0 +1,36 @@
+"""Every room's `inferry validate` checks, registered with infra.stack.validate (which imports none of them).
+
+Registering costs nothing: each check imports its room when it first runs, so a command that never validates
+(`inferry weights ...`) never loads the schema, the engines or the targets.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib import import_module
+from typing import Any
+
+
+def _lazy(module: str, name: str) -> Callable[[Any], list]:
+    def check(d: Any) -> list:
+        return getattr(import_module(module), name)(d)
+
+    check.__qualname__ = f"{module}.{name}"
+    return check
+
+
+def _target_checks(d: Any) -> list:
+    """The checks of the stack's own target (through the registry: no target is named here)."""
+    from infra.targets.registry import target_for
+
+    return target_for(d.target.kind).checks(d)
+
+
+def register_checks() -> None:
+    """Register the checks of engines, sizing, targets and storage, in the order they run (idempotent)."""
+    from infra.stack.checkregistry import register_check
+
+    # Sizing first: where it refuses a field, its fix (one that fits) replaces the engine rule's.
+    register_check("sizing", _lazy("infra.sizing.fit", "sizing_problems"))
+    register_check("engine", _lazy("infra.engines.checks", "engine_checks"))
+    register_check("target", _target_checks)
+    register_check("storage", _lazy("infra.storage.checks", "storage_checks"))

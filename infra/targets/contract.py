@@ -1,0 +1,61 @@
+"""The Target contract: what the rest of inferry asks of a target (SSH hosts, a Kubernetes cluster, ...)."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from infra.errors import Problem
+from infra.stack.config import Deployment
+from infra.stack.secrets import Resolve
+
+if TYPE_CHECKING:
+    from infra.engines.spec import ServiceSpec
+    from infra.render.out import Placed
+    from infra.stack.stackfile import Stack
+
+__all__ = ["Resolve", "Target", "TargetArgs"]
+
+
+@dataclass(frozen=True)
+class TargetArgs:
+    """Typed inputs of every target's Pulumi component: the deployment, the engine's service, its secrets."""
+
+    deployment: Deployment
+    spec: "ServiceSpec"  # the engine as this target runs it (Target.service_spec)
+    secrets: Mapping[str, Any]  # stack field path (e.g. "serving.api_key") -> secret value (a secret Output)
+
+
+class Target(Protocol):
+    """One kind of place an engine runs; each folder under infra/targets/ exports one (its TARGET)."""
+
+    kind: str  # the stack file's target.kind
+
+    def deploy(self, stack: "Stack") -> dict[str, Any]:
+        """Create the Pulumi resources for the stack (inside a Pulumi program); returns its exports
+        (endpoint, endpoints, ...)."""
+        ...
+
+    def checks(self, d: Deployment) -> list[Problem]:
+        """`inferry validate` findings the schema cannot see ([] for another target's stack)."""
+        ...
+
+    def service_spec(self, d: Deployment) -> "ServiceSpec":
+        """The engine's ServiceSpec with the paths this target runs it with (`inferry render --json`)."""
+        ...
+
+    def placements(self, stack: "Stack") -> list["Placed"]:
+        """Every file `inferry render --out` writes and where each goes; secrets as placeholders."""
+        ...
+
+    def summary(self, d: Deployment) -> str:
+        """Where the engine runs, for validate's OK line (e.g. '2 ssh host(s)')."""
+        ...
+
+    def replicas_behind(self, d: Deployment) -> int:
+        """Engine replicas that serve the stack's first endpoint (a load balancer spreads over all)."""
+        ...
+
+    def host_status(self, stack: "Stack", resolve: Resolve) -> list[str]:
+        """`inferry status` lines about the machines themselves ([] when the target has none to read)."""
+        ...

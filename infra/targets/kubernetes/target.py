@@ -1,0 +1,67 @@
+"""The Kubernetes target's descriptor: one Deployment (and friends) on a cluster (infra.targets.contract)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from infra.errors import Problem
+from infra.stack.config import Deployment, KubernetesTarget as Section
+from infra.targets.contract import Resolve
+
+if TYPE_CHECKING:
+    from infra.engines.spec import ServiceSpec
+    from infra.render.out import Placed
+    from infra.stack.stackfile import Stack
+
+
+def _section(d: Deployment) -> Section:
+    assert isinstance(d.target, Section)
+    return d.target
+
+
+class Kubernetes:
+    """A cluster through pulumi-kubernetes: weights, the engine Deployment, Service, scaling, ingress."""
+
+    kind = "kubernetes"
+
+    def deploy(self, stack: "Stack") -> dict[str, Any]:
+        """The KubernetesTarget component for the stack; returns endpoint, endpoints and served_model."""
+        from infra.targets.kubernetes.deploy import deploy
+
+        return deploy(stack)
+
+    def checks(self, d: Deployment) -> list[Problem]:
+        """Scaling, weight delivery and cluster settings the schema cannot see."""
+        from infra.targets.kubernetes.checks import check_kubernetes
+
+        return check_kubernetes(d)
+
+    def service_spec(self, d: Deployment) -> "ServiceSpec":
+        """Container paths, exactly as the SSH target's docker runtime runs it."""
+        from infra.targets.kubernetes.deploy import spec_for
+
+        return spec_for(d)
+
+    def placements(self, stack: "Stack") -> list["Placed"]:
+        """Every manifest, applied to the cluster in file-name order."""
+        from infra.render.out import Placed
+        from infra.targets.kubernetes.manifests import render_kubernetes
+
+        t = _section(stack.deployment)
+        where = f"cluster {t.context or '(no context)'}, namespace {t.namespace}"
+        return [Placed(name, text, 0o644, (where,), f"kubectl apply -f {name}")
+                for name, text in sorted(render_kubernetes(stack).items())]
+
+    def summary(self, d: Deployment) -> str:
+        """'kubernetes ns NAMESPACE'."""
+        return f"kubernetes ns {_section(d).namespace}"
+
+    def replicas_behind(self, d: Deployment) -> int:
+        """The Service spreads over every replica (at least one: scale to zero wakes one)."""
+        return max(_section(d).replicas, 1)
+
+    def host_status(self, stack: "Stack", resolve: Resolve) -> list[str]:
+        """Nothing: the cluster's pods are the rollout watch's to report."""
+        return []
+
+
+TARGET = Kubernetes()
