@@ -84,7 +84,8 @@ class SshTarget(_Strict):
     # and YAML: refuse what one of them would change.
     service_dir: str = Field(default="/etc/inferry", pattern=r"^/[^$:'\"\\\x00-\x1f\x7f]*$",
                              description="absolute path without $ : quotes backslashes or control characters")
-    max_parallel: int = Field(default=8, ge=1, le=256)
+    # Hosts worked on at once by this machine (SSH sessions and threads; weights go host <- store directly).
+    max_parallel: int = Field(default=64, ge=1, le=256)
     health_timeout_s: int = Field(default=900, ge=5, le=INT32_MAX)
     rollout: Literal["rolling", "parallel"] = Field(
         default="rolling", description="rolling: one replica's engine is changed at a time, each healthy before the "

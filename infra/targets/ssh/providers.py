@@ -11,6 +11,7 @@ from typing import Any
 from pulumi.dynamic import ConfigureRequest, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from infra.errors import reported
+from infra.targets.ssh.hostcalls import serve_more_calls
 from infra.targets.ssh.rollout import ROLLING, ROLLOUT
 
 # The remote operations (paramiko, the config models: about a second of imports) are imported where they run:
@@ -19,6 +20,8 @@ from infra.targets.ssh.rollout import ROLLING, ROLLOUT
 VERIFY_WEIGHTS = "INFERRY_VERIFY_WEIGHTS"
 IN_SYNC = "in-sync"  # the host part of a fingerprint: what `refresh` found differs from the last apply
 SECRETS = ("private_key", "access_key_id", "secret_access_key", "secret_values", "api_key")
+# How this machine works, not what the host holds: never a change (state written with it still diffs clean).
+UNDIFFED = ("max_parallel",)
 _SLOTS: dict[int, threading.BoundedSemaphore] = {}
 _SLOTS_GUARD = threading.Lock()
 
@@ -46,7 +49,8 @@ def _digest(value: Any) -> str:
 
 def fingerprint(props: dict) -> dict:
     """Per-input digests (secrets only as one salted digest) stored in outputs, so diff compares inputs."""
-    plain = {k: _digest(v) for k, v in props.items() if k not in SECRETS and not k.startswith("__")}
+    plain = {k: _digest(v) for k, v in props.items()
+             if k not in SECRETS and k not in UNDIFFED and not k.startswith("__")}
     secret = _digest(["inferry-secrets-v1"] + [props.get(k) for k in SECRETS])
     return {"inputs": plain, "secrets": secret, "host": IN_SYNC}
 
@@ -61,12 +65,13 @@ class _Step(ResourceProvider, ABC):
         """Keep the stack config: delete reads the SSH key through its reference, not from state."""
         # ConfigureRequest.config is "stack configuration for the current deployment" (Pulumi dynamic docs).
         self._cfg = req.config
+        serve_more_calls()  # the first call of a provider in this process: before any step holds a thread
 
     @reported
     def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
         """Changed when any input's digest differs from the one recorded at the last apply."""
         old, new = olds.get("fingerprint") or {}, fingerprint(news)
-        keys = set(old.get("inputs", {})) | set(new["inputs"])
+        keys = (set(old.get("inputs", {})) | set(new["inputs"])) - set(UNDIFFED)
         changed = [k for k in sorted(keys) if old.get("inputs", {}).get(k) != new["inputs"].get(k)]
         if old.get("secrets") != new["secrets"]:
             changed.append("secrets")
@@ -90,7 +95,7 @@ class _Step(ResourceProvider, ABC):
     def delete(self, _id: str, props: dict) -> None:
         """Remove what the step put on the host."""
         key = props.get("private_key") or self._resolve(props.get("private_key_ref") or {})
-        with _slot(int(props.get("max_parallel", 8))):
+        with _slot(int(props.get("max_parallel", 64))):
             self._remove(props, key)
 
     @reported
@@ -98,13 +103,13 @@ class _Step(ResourceProvider, ABC):
         """`pulumi refresh`: what differs on the host from the last apply is recorded as `drift`, and the next
         `up` sees the resource changed and converges it. Nothing on the host is changed here."""
         key = self._resolve(props.get("private_key_ref") or {})
-        with _slot(int(props.get("max_parallel", 8))):
+        with _slot(int(props.get("max_parallel", 64))):
             drift = self._drift(props, key)
         fp = {**(props.get("fingerprint") or {}), "host": _digest(drift) if drift else IN_SYNC}
         return ReadResult(id_, {**props, "drift": drift, "fingerprint": fp})
 
     def _run(self, props: dict) -> dict:
-        with _slot(int(props.get("max_parallel", 8))):
+        with _slot(int(props.get("max_parallel", 64))):
             report = self._apply(props)
         keep = {k: v for k, v in props.items() if k not in SECRETS and not k.startswith("__")}
         return {**keep, **report, "drift": [], "fingerprint": fingerprint(props)}

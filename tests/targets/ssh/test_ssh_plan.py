@@ -16,7 +16,7 @@ def eu_ssh():
 
 def test_docker_runtime_puts_the_compose_file(eu_ssh):
     p = plan_deployment(eu_ssh)
-    assert [h.label for h in p.hosts] == ["gpu-mad-1", "gpu-mad-2"] and p.max_parallel == 8
+    assert [h.label for h in p.hosts] == ["gpu-mad-1", "gpu-mad-2"] and p.max_parallel == 64
     svc = p.hosts[0].service
     paths = sorted(f.path for f in svc.files)
     assert "/etc/inferry/compose.yaml" in paths and all(x.startswith("/etc/inferry/") for x in paths)

@@ -1,0 +1,43 @@
+"""Enough threads in Pulumi's Python provider host for every host's step at once.
+
+The host (`python -m pulumi.dynamic`, pulumi/dynamic/__main__.py) serves its gRPC calls from
+`futures.ThreadPoolExecutor(max_workers=4)`, and each SSH step holds its call while its host works: a service
+create holds it through the engine's health gate, minutes for a large model. With more than four hosts the
+calls would queue and a fleet would come up in waves of four (ceil(N/4) engine starts instead of one).
+`target.max_parallel` is the bound inferry means; the host's pool is raised above it once per process.
+"""
+from __future__ import annotations
+
+import gc
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+CALLS = 512  # threads the host may grow to; idle ones cost a little memory, and each step is mostly waiting
+_DONE = threading.Event()
+_GUARD = threading.Lock()
+
+
+def in_provider_host() -> bool:
+    """Whether this process is Pulumi's Python provider host."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return getattr(spec, "name", "") == "pulumi.dynamic.__main__"
+
+
+def serve_more_calls(calls: int = CALLS) -> int:
+    """Raise the provider host's call pool to `calls` threads (once; a no-op elsewhere); returns how many pools
+    were raised. concurrent.futures grows a pool on submit up to its `_max_workers`, and the calls already
+    queued behind four busy threads get a thread each now."""
+    if _DONE.is_set() or not in_provider_host():
+        return 0
+    with _GUARD:
+        if _DONE.is_set():
+            return 0
+        pools = [o for o in gc.get_objects() if type(o) is ThreadPoolExecutor and not o._thread_name_prefix
+                 and o._max_workers < calls]
+        for pool in pools:
+            pool._max_workers = calls
+            for _ in range(pool._work_queue.qsize()):
+                pool._adjust_thread_count()
+        _DONE.set()
+        return len(pools)

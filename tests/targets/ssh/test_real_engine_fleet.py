@@ -1,0 +1,58 @@
+"""A fleet larger than Pulumi's provider host pool (four threads) comes up in one engine start, not in waves.
+
+Real: the Pulumi CLI and engine, its Python provider host, six OpenSSH hosts, an rclone S3 store. Stand-in: the
+GPU engine, which takes a few seconds to load. Witnessed on the hosts' side (tests/support/ssh_barrier.py): each
+host's first health check waits for every other host's, so it passes only if all six engines were being
+waited on at once; with four threads serving the calls, two hosts could not arrive until four had given up.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from infra.lifecycle import probe
+from tests.support.realengine import Project, model_store
+from tests.support.ssh_barrier import HealthBarrier
+from tests.support.ssh_env import BUCKET, MODEL, PREFIX
+
+API_KEY = "sk-fleet-" + "4" * 24
+S3_KEYS = ("fleet-access-key", "fleet-secret-" + "8" * 16)
+HOSTS = 6
+
+
+@pytest.fixture(scope="module")
+def fleet(host_network, s3_server_factory, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("fleet")
+    server = model_store(s3_server_factory, host_network, S3_KEYS, tmp)
+    hosts = host_network.add_hosts([f"fl{i}" for i in range(HOSTS)])
+    for h in hosts:
+        h.set_standin(startup_s=3)  # a load phase: each create holds its provider call through it
+    project = Project(tmp / "project")
+    project.write_stack("fleet", {
+        "model": {"name": MODEL, "weights": f"s3://{BUCKET}/{PREFIX}"},
+        "engine": {"kind": "vllm", "max_model_len": 4096},
+        "target": {"kind": "ssh", "runtime": "process", "health_timeout_s": 60,
+                   "private_key": {"config": "sshPrivateKey"},
+                   "hosts": [{"address": h.address, "name": h.name, "host_key": h.host_key_line} for h in hosts]},
+        "storage": {"endpoint": server.endpoint, "region": server.region, "bucket": BUCKET,
+                    "access_key_id": {"config": "s3AccessKey"}, "secret_access_key": {"config": "s3SecretKey"}},
+        "provider": {"name": "test-cloud", "region": "eu-test", "gpu": "H200", "price_per_gpu_hour": 3.0},
+        "serving": {"port": 8000, "api_key": {"config": "apiKey"}},
+    }, {"sshPrivateKey": host_network.client_key_text, "apiKey": API_KEY, "s3AccessKey": S3_KEYS[0],
+        "s3SecretKey": S3_KEYS[1]})
+    yield project, hosts
+    project.pulumi("destroy", "--yes", "--stack", "fleet", check=False)
+    for h in hosts:
+        host_network.remove_host(h)
+
+
+def test_first_up_waits_on_every_engine_at_once(fleet):
+    project, hosts = fleet
+    with HealthBarrier(hosts) as barrier:
+        r = project.inferry("up", "fleet")
+        assert barrier.all_at_once(), barrier.spans()
+    assert len(re.findall(r"created \S+ ssh-\S+-service$", r.stdout, re.M)) == HOSTS, r.stdout
+    assert all(probe.chat_check(f"http://{h.address}:8000/v1", API_KEY, MODEL) for h in hosts)
+    again = project.inferry("up", "fleet")  # the pool's size and max_parallel are no input of any step
+    assert re.search(r"done in \S+: \d+ unchanged$", again.stdout, re.M), again.stdout
