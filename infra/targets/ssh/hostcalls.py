@@ -33,11 +33,23 @@ def serve_more_calls(calls: int = CALLS) -> int:
     with _GUARD:
         if _DONE.is_set():
             return 0
-        pools = [o for o in gc.get_objects() if type(o) is ThreadPoolExecutor and not o._thread_name_prefix
-                 and o._max_workers < calls]
+        pools = [pool for pool in _server_pools() if pool._max_workers < calls]
         for pool in pools:
             pool._max_workers = calls
             for _ in range(pool._work_queue.qsize()):
                 pool._adjust_thread_count()
         _DONE.set()
         return len(pools)
+
+
+def _server_pools() -> list[ThreadPoolExecutor]:
+    """The thread pool of each gRPC server in this process (the provider host runs one)."""
+    from grpc._server import _Server
+
+    found = []
+    for obj in gc.get_objects():
+        pool = getattr(getattr(obj, "_state", None), "thread_pool", None) if isinstance(obj, _Server) else None
+        if isinstance(pool, ThreadPoolExecutor):
+            found.append(pool)
+    return found
+
