@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -16,6 +16,7 @@ ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 CONFIG_KEY = r"^[A-Za-z][A-Za-z0-9_.\-]*$"
 # Counts and sizes past a C int are typos, and engines parse them as C ints (or overflow turning them to float).
 INT32_MAX = 2**31 - 1
+SHARE = re.compile(r"([1-9][0-9]?|100)%")
 # Every section: unknown keys are errors and values are never converted (strict): "8000" is not a port,
 # 1 and "off" are not booleans, 2.0 is not a count. NaN and infinities are refused. A stack file read by
 # Pulumi (JSON from pulumi.Config) and by the CLI (YAML 1.2) reaches these models with the same types.
@@ -91,8 +92,20 @@ class SshTarget(_Strict):
         default="rolling", description="rolling: one replica's engine is changed at a time, each healthy before the "
         "next, and a failure stops the rollout with the others untouched; parallel: all at once (a faster first "
         "apply, but a bad change restarts every replica)")
+    # Engines restarting at once in a rolling update (Kubernetes' maxUnavailable): a count, or a share of the hosts
+    # (rounded down, at least 1): the others keep serving behind the load balancer throughout.
+    max_unavailable: Union[int, str] = Field(default=1, description="a count of hosts (e.g. 4) or a share of "
+                                             "them (e.g. 25%)")
     load_balancer: LoadBalancer | None = None
 
+
+    @field_validator("max_unavailable", mode="before")
+    @classmethod
+    def _count_or_share(cls, v: object) -> object:
+        ok = (type(v) is int and 1 <= v <= INT32_MAX) or (isinstance(v, str) and SHARE.fullmatch(v))
+        if not ok:
+            raise ValueError("expected a count of hosts (1 or more) or a share of them from 1% to 100%, e.g. 25%")
+        return v
     @model_validator(mode="after")
     def _unique_hosts(self) -> "SshTarget":
         labels = [h.label for h in self.hosts]

@@ -156,12 +156,13 @@ def _roll(plan: TargetPlan, hosts: list[HostOutcome], secrets: dict[str, str], e
     now = [p for p, r in zip(ready, rolls) if not r and p[1].error is None]  # not unreadable ones
     list(ex.map(lambda p: _apply_service(*p, plan, secrets), now))
     failed = next((p[0].label for p in ready if p[1].error is not None), None)
-    for i, (hp, out) in enumerate(queue):
+    for i in range(0, len(queue), plan.batch):  # a batch of engines restarts at once; the others serve
         if failed is not None:
             _stop_after(queue[i:], failed)
             return
-        if _apply_service(hp, out, plan, secrets).error is not None:
-            failed = hp.label
+        batch = queue[i:i + plan.batch]
+        done = list(ex.map(lambda p: _apply_service(*p, plan, secrets), batch))
+        failed = next((hp.label for (hp, _), o in zip(batch, done) if o.error is not None), None)
 
 
 def _raise_if_failed(res: TargetOutcome, verb: str) -> None:

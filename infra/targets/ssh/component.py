@@ -85,7 +85,7 @@ class SshTarget(pulumi.ComponentResource):
             svc.update(common, secret_values=secret_values)
             # Rolling is coordinated in the provider process (rollout.py), not by a chain of hosts: every host is
             # read, checked and first started at once, and only a serving engine about to restart waits its turn.
-            svc[ROLLING] = plan.rolling
+            svc[ROLLING] = plan.batch if plan.rolling else 0  # how many engines may restart at once
             services.append(ServiceStep(f"{base}-service", svc, pulumi.ResourceOptions(parent=self, depends_on=after)))
         self.endpoints = pulumi.Output.all(*[s.endpoint for s in services])
         self.endpoint = self.endpoints.apply(lambda e: e[0] if e else "")

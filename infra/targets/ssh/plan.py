@@ -40,7 +40,8 @@ class TargetPlan:
     lb: LbArgs | None
     max_parallel: int
     secret_fields: tuple[str, ...] = ()  # stack fields whose values the service's secret files need
-    rolling: bool = True  # services one host after another, stopping at the first that fails
+    rolling: bool = True  # services one batch of hosts after another, stopping at the first that fails
+    batch: int = 1  # engines restarting at once in a rolling update (target.max_unavailable)
 
 
 def conn_of(t: SshTarget, h: SshHost) -> Conn:
@@ -85,7 +86,16 @@ def plan(d: Deployment, spec: ServiceSpec) -> TargetPlan:
         lb = LbArgs(conn_of(t, lbh), posixpath.join(t.service_dir, "lb"), t.load_balancer.port,
                     tuple(f"{h.address}:{spec.port}" for h in t.hosts), spec.served_model_name or d.model.name)
     fields = tuple(sorted({e.secret_field for e in spec.secret_env() if e.secret_field} | {SecretField.API_KEY}))
-    return TargetPlan(tuple(hosts), lb, t.max_parallel, fields, t.rollout == "rolling")
+    return TargetPlan(tuple(hosts), lb, t.max_parallel, fields, t.rollout == "rolling",
+                      batch_size(t.max_unavailable, len(hosts)))
+
+
+def batch_size(max_unavailable: int | str, hosts: int) -> int:
+    """Engines a rolling update restarts at once: a count, or a share of the hosts rounded down (Kubernetes'
+    maxUnavailable), at least one and at most every host."""
+    if isinstance(max_unavailable, str):
+        return max(1, min(hosts, hosts * int(max_unavailable.rstrip("%")) // 100))
+    return max(1, min(hosts, max_unavailable))
 
 
 def _store(d: Deployment, loc: WeightsLocation) -> Store:

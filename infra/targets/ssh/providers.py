@@ -191,7 +191,7 @@ class ServiceProvider(_Step):
         from infra.targets.ssh.args import asdict, service_args
         from infra.targets.ssh.service import ensure_service
 
-        rollout = ROLLOUT if props.get(ROLLING) else None
+        rollout = ROLLOUT.width(int(props[ROLLING])) if props.get(ROLLING) else None  # True (older state): 1
         return asdict(ensure_service(service_args(props), props["private_key"],
                                      dict(props.get("secret_values") or {}), rollout))
 

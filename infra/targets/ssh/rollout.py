@@ -1,4 +1,5 @@
-"""Rolling changes without a chain of hosts: at most one serving engine restarts at a time, none after one failed.
+"""Rolling changes without a chain of hosts: at most `width` serving engines restart at once (target.max_unavailable,
+one by default), none after one failed.
 
 Read-only work (state reads, health gates of unchanged hosts) and first starts (no engine serving on the host)
 never wait here, so a no-op and a first create run on every host at once; only a host whose running engine is
@@ -19,11 +20,20 @@ ROLLING = "__rolling"  # the service's input that asks for turns; "__" keeps it 
 
 
 class Rollout:
-    """Turns for the restarts of serving engines, in arrival order; the first failed one ends the rollout."""
+    """Turns for the restarts of serving engines, in arrival order, `width` at once; the first failed one ends
+    the rollout (changes already under way finish, each healthy or rolled back; no engine restarts after)."""
 
-    def __init__(self) -> None:
-        self._turn = threading.Lock()
+    def __init__(self, width: int = 1) -> None:
+        self._free = threading.Condition()
+        self._width, self._busy = max(1, width), 0
         self.stopped_at: str | None = None
+
+    def width(self, n: int) -> "Rollout":
+        """This rollout with n turns at once (one stack per process: every host of it asks for the same n)."""
+        with self._free:
+            self._width = max(1, n)
+            self._free.notify_all()
+        return self
 
     def stop(self, label: str) -> None:
         """The change on host LABEL failed: no serving engine restarts after this."""
@@ -39,8 +49,11 @@ class Rollout:
 
     @contextmanager
     def turn(self, label: str) -> Iterator[None]:
-        """Hold the only turn while host LABEL restarts and passes its health gate (or is rolled back)."""
-        with self._turn:
+        """Hold one of the turns while host LABEL restarts and passes its health gate (or is rolled back)."""
+        with self._free:
+            self._free.wait_for(lambda: self._busy < self._width)
+            self._busy += 1
+        try:
             refused = self.refusal(label)
             if refused is not None:
                 raise refused
@@ -49,6 +62,10 @@ class Rollout:
             except BaseException:
                 self.stop(label)
                 raise
+        finally:
+            with self._free:
+                self._busy -= 1
+                self._free.notify()
 
 
 ROLLOUT = Rollout()  # this process's: the plugin serves one Pulumi operation

@@ -56,3 +56,25 @@ def test_a_draft_model_in_the_store_is_fetched_too(eu_ssh):
     assert (draft.store.bucket, draft.store.prefix, draft.model_dir) == (
         "inferry-weights", "eagle3-llama-3.1-8b", "/var/lib/inferry/weights/eagle3-llama-3.1-8b")
     assert model.trt_build is False and draft.conn.name == "gpu-mad-2"
+
+
+@pytest.mark.parametrize("value,hosts,batch", [(1, 8, 1), (3, 2, 2), ("25%", 8, 2), ("10%", 4, 1), ("100%", 5, 5)])
+def test_max_unavailable_sizes_the_rolling_batch(value, hosts, batch):
+    from infra.targets.ssh.plan import batch_size
+
+    assert batch_size(value, hosts) == batch
+
+
+@pytest.mark.parametrize("value", [0, "0%", "150%", "a quarter", 2.5])
+def test_a_bad_max_unavailable_is_one_bullet_naming_it(cli, tmp_path, value):
+    import yaml
+
+    from tests.conftest import ROOT
+
+    doc = yaml.safe_load((ROOT / "stacks" / "Pulumi.eu-ssh.yaml").read_text())
+    doc["config"]["inferry:deployment"]["target"]["max_unavailable"] = value
+    path = tmp_path / "Pulumi.mu.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    r = cli("validate", str(path))
+    bullets = [ln for ln in r.stderr.splitlines() if ln.lstrip().startswith("•")]
+    assert r.exit_code == 1 and len(bullets) == 1 and "target.max_unavailable: expected a count" in bullets[0], r.stderr

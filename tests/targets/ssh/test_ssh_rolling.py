@@ -118,3 +118,53 @@ def test_under_pulumi_a_failed_turn_ends_the_rollout_and_every_other_replica_kee
     assert "the previous configuration was restored and is serving again" in texts[new.index(2)]
     assert sum(f"engine not changed: the rolling update stopped at host {failed}" in t for t in texts) == 3
     assert all(chat(f"http://{h.address}:8000/v1") for h in hosts)
+
+
+def test_a_batch_of_engines_restarts_at_once_and_the_rest_keep_serving(four):
+    """target.max_unavailable: 50% of four hosts: two engines restart at once, then the other two; at every
+    moment at least two replicas answer (N - batch), witnessed by a client polling every replica."""
+    from tests.support.progharness import Poller
+
+    hosts, d, store = four
+    batched = deployment(hosts, store, engine={"max_num_seqs": 48}, max_unavailable="50%")
+    assert plan_for(batched).batch == 2
+    before = [len(h.engine_starts()) for h in hosts]
+    poller = Poller([(f"http://{h.address}:8000", secrets(hosts, store)["serving.api_key"]) for h in hosts])
+    poller.start()
+    pool.close_all()
+    out = apply(batched, hosts, store)
+    samples = poller.finish()
+    starts = sorted(s["time"] for h, n in zip(hosts, before) for s in h.engine_starts()[n:])
+    assert len(starts) == 4 and out.count("restarts") == 4
+    # the engines come up 0.5 s after they start: the first two started together, the next two only after them
+    assert starts[1] < starts[0] + 0.5 and starts[2] > starts[1] + 0.5, starts
+    assert samples and all(sum(s) >= 2 for s in samples), "more than two replicas were down at once"
+    apply(d, hosts, store)  # back to the module's deployment
+
+
+def test_rollout_turns_are_as_wide_as_asked_and_end_at_the_first_failure():
+    """Rollout(width): never more than `width` turns held at once; after a failed turn none is given."""
+    import threading
+    import time
+
+    rollout, held, most, lock = Rollout().width(3), [0], [0], threading.Lock()
+
+    def take(label: str) -> str:
+        try:
+            with rollout.turn(label):
+                with lock:
+                    held[0] += 1
+                    most[0] = max(most[0], held[0])
+                time.sleep(0.05)
+                with lock:
+                    held[0] -= 1
+                if label == "h2":
+                    raise RuntimeError("unhealthy")
+        except (RuntimeError, RemoteError) as e:
+            return type(e).__name__
+        return "ok"
+
+    with ThreadPoolExecutor(3) as ex:
+        first = list(ex.map(take, ["h1", "h2", "h3"]))
+    assert most[0] == 3 and first == ["ok", "RuntimeError", "ok"]
+    assert take("h4") == "RemoteError" and "stopped at host h2" in rollout.refusal("h4").render()
