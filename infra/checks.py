@@ -25,10 +25,20 @@ def _target_checks(d: Any) -> list:
     return target_for(d.target.kind).checks(d)
 
 
-def register_checks() -> None:
-    """Register the checks of engines, sizing, targets and storage, in the order they run (idempotent)."""
-    from infra.stack.checkregistry import register_check
+def _engines() -> tuple:
+    """The registered engines' descriptors (imported when the schema first needs the engine sections)."""
+    from infra.engines.registry import ENGINES
 
+    return ENGINES
+
+
+def register_checks() -> None:
+    """Register the engine sections with the schema, then the checks of engines, sizing, targets and storage,
+    in the order they run (idempotent)."""
+    from infra.stack.checkregistry import register_check
+    from infra.stack.kinds import register_engines
+
+    register_engines(_engines)
     # Sizing first: where it refuses a field, its fix (one that fits) replaces the engine rule's.
     register_check("sizing", _lazy("infra.sizing.fit", "sizing_problems"))
     register_check("engine", _lazy("infra.engines.checks", "engine_checks"))

@@ -7,6 +7,8 @@ import hypothesis  # noqa: F401  (see below)
 import pytest
 from typer.testing import CliRunner
 
+from infra.checks import register_checks
+
 ROOT = Path(__file__).resolve().parent.parent
 # hypothesis is imported at collection on purpose: otherwise its pytest plugin imports it at session end,
 # where pytest's assertion rewriting of it intermittently hit CPython 3.11's "AST constructor recursion
@@ -14,6 +16,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # The bundled examples, by name: a user's own stacks in stacks/ (inferry init writes there) are not the suite's.
 BUNDLED = ("aws-k8s", "eu-ssh", "staging")
 STACKS = [ROOT / "stacks" / f"Pulumi.{name}.yaml" for name in BUNDLED]
+# The engine sections and the rooms' checks, registered as the CLI and the Pulumi program register them: at
+# import, since test modules load stacks while they are collected.
+register_checks()
 pytest_plugins = ["tests.support.servers.fixtures", "tests.support.hosts.fixtures", "tests.support.cluster",
                   "tests.support.wheel", "tests.support.markers"]
 

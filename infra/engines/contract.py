@@ -37,7 +37,8 @@ class Engine:
 
     kind: str  # the `engine.kind` tag in stack files
     label: str  # how messages name it
-    config: type  # its `engine:` section (pydantic model in infra/stack/config_engines.py)
+    config: type  # its `engine:` section: a pydantic model with `kind: Literal[<kind>]` (registered with the schema)
+    starter: str  # the `engine:` lines `inferry init` writes (unindented YAML, commented)
     image: str  # default image, {version} from engine.version
     cuda: str  # CUDA release its image is built on: the host driver must support at least this
     snapshot: str  # option snapshot prefix: infra/engines/snapshots/<snapshot>-<version>.json

@@ -57,6 +57,19 @@ def _human_int(text: str) -> int:
     return int(number) * 2 ** (10 * "KMGT".index(suffix) + 10)  # int("1.5") raises, as vLLM refuses it
 
 
+def _si_iec_int(text: str) -> int:
+    """SGLang's human_readable_int (sglang/srt/utils/common.py): SI k/M/G/T (decimals allowed) and IEC
+    Ki/Mi/Gi/Ti (whole numbers only), case-sensitive, else a plain int."""
+    value = text.strip()
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)", value)
+    if not m:
+        return int(value)
+    number, suffix = m.groups()
+    if len(suffix) == 2:
+        return int(number) * 2 ** (10 * "KMGT".index(suffix[0]) + 10)  # int("1.5") raises, as SGLang refuses it
+    return int(float(number) * 10 ** (3 * "kMGT".index(suffix) + 3))
+
+
 def _json(text: str) -> Any:
     return json.loads(text)
 
@@ -69,6 +82,7 @@ def _bool(text: str) -> bool:
 
 _TYPES: dict[str, Callable[[str], Any]] = {
     "int": int, "float": float, "str": str, "json": _json, "human_int": _human_int, "bool": _bool,
+    "si_iec_int": _si_iec_int,
 }
 
 
@@ -151,14 +165,22 @@ def _add(p: argparse.ArgumentParser, opt: dict, snap: dict) -> None:
         p.add_argument(*flags, dest=opt["dest"], nargs=opt.get("nargs"), type=_type_fn(opt, snap))
 
 
+def parser_traits(engine: str, snap: dict) -> dict:
+    """How the engine's CLI parses: the snapshot's `parser` entry (prog, allow_abbrev, flexible), else the
+    traits of the snapshots written before it had one (vLLM's FlexibleArgumentParser, TensorRT-LLM's click)."""
+    vllm = engine == "vllm"
+    # argparse's default allow_abbrev (vLLM keeps it: a unique prefix works); click matches names exactly.
+    old = {"prog": "vllm serve" if vllm else "trtllm-serve", "allow_abbrev": vllm, "flexible": vllm}
+    return {**old, **snap.get("parser", {})}
+
+
 @functools.lru_cache(maxsize=8)  # built once per version: parse_args leaves a parser as it was
 def parser(engine: str, version: str) -> argparse.ArgumentParser:
     """An argparse parser that accepts what `vllm serve` / `trtllm-serve` of that version accepts."""
     snap = snapshot(engine, version)
-    prog = "vllm serve" if engine == "vllm" else "trtllm-serve"
-    # argparse's default allow_abbrev (vLLM keeps it: a unique prefix works); click matches names exactly.
-    p = _Parser(prog=prog, add_help=False, allow_abbrev=engine == "vllm")
-    p.flexible = engine == "vllm"
+    traits = parser_traits(engine, snap)
+    p = _Parser(prog=traits["prog"], add_help=False, allow_abbrev=traits["allow_abbrev"])
+    p.flexible = traits["flexible"]
     for opt in snap["options"]:
         _add(p, opt, snap)
     return p

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import difflib
 
-from infra.engines import trtllm, vllm
+from infra.engines import sglang, trtllm, vllm
 from infra.engines.contract import Engine
 from infra.errors import InferryError
 
-ENGINES: tuple[Engine, ...] = (vllm.ENGINE, trtllm.ENGINE)
+ENGINES: tuple[Engine, ...] = (vllm.ENGINE, trtllm.ENGINE, sglang.ENGINE)
 
 
 def kinds() -> tuple[str, ...]:

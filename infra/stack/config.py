@@ -8,13 +8,14 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_val
 
 from infra.stack.location import WeightsLocation
 from infra.stack.secretfix import SecretField
-from infra.stack.config_engines import EngineConfig, TrtllmEngine, VllmEngine
+from infra.stack.config_engines import EngineBase, TrtllmEngine, VllmEngine
 from infra.stack.config_targets import INT32_MAX, STRICT, KubernetesTarget, SecretRef, SshHost, SshTarget, TargetConfig
+from infra.stack.kinds import EngineSection
 from infra.stack.storenames import BUCKET_NAME, endpoint_problem  # a leaf the weights commands import without pydantic
 
 __all__ = [
     "Deployment", "ModelConfig", "Architecture", "StorageConfig", "ProviderConfig", "DeclaredGpu",
-    "ServingConfig", "PolicyConfig", "SecretRef", "EngineConfig", "VllmEngine",
+    "ServingConfig", "PolicyConfig", "SecretRef", "EngineBase", "VllmEngine",
     "TrtllmEngine", "TargetConfig", "SshTarget", "SshHost", "KubernetesTarget",
 ]
 
@@ -206,8 +207,11 @@ class PolicyConfig(Strict):
 class Deployment(Strict):
     """The whole deployment: one per stack file."""
 
+    # Built on first use: the engine sections are the ones registered by then (infra/stack/kinds.py).
+    model_config = ConfigDict(**STRICT, populate_by_name=True, defer_build=True)
+
     model: ModelConfig
-    engine: Annotated[Union[VllmEngine, TrtllmEngine], Field(discriminator="kind")]
+    engine: Annotated[EngineBase, EngineSection()]
     target: Annotated[Union[SshTarget, KubernetesTarget], Field(discriminator="kind")]
     storage: StorageConfig
     provider: ProviderConfig

@@ -196,5 +196,3 @@ class TrtllmEngine(EngineBase):
             raise ValueError("'build' applies only to backend 'tensorrt'")
         return self
 
-
-EngineConfig = VllmEngine | TrtllmEngine

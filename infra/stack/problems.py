@@ -12,16 +12,25 @@ from typing import Any
 
 from pydantic import BaseModel, Tag, ValidationError
 
-from infra.stack.kinds import ENGINE_KINDS
+from infra.stack.kinds import EngineSection, engine_kinds
 from infra.stack.secretfix import plain_text_fix
 from infra.errors import Problem
 
 # Field names whose values are secrets: never echo what was found there.
 SECRET_FIELDS = {"private_key", "api_key", "access_key_id", "secret_access_key", "hf_token"}
 # Discriminated unions put the tag in the error location; users never write it.
-UNION_TAGS = {"engine": set(ENGINE_KINDS), "target": {"ssh", "kubernetes"},
-              "provider.gpu": {"catalog", "declared"}}
-_TAG_NAMES = set().union(*UNION_TAGS.values())
+FIXED_TAGS = {"target": {"ssh", "kubernetes"}, "provider.gpu": {"catalog", "declared"}}
+
+
+def union_tags() -> dict[str, set[str]]:
+    """Each discriminated union's tags by field path (the engine kinds as registered)."""
+    return {"engine": set(engine_kinds()), **FIXED_TAGS}
+
+
+def _tag_names() -> set[str]:
+    return set().union(*union_tags().values())
+
+
 # A key shown as written when it is this plain; anything else (empty, spaces, control characters) is quoted.
 PLAIN_KEY = re.compile(r"^[A-Za-z0-9_.:/\-]{1,40}$")
 # At most this many problems are listed: the first ones say what is wrong; thousands say nothing more.
@@ -100,7 +109,10 @@ def _unwrap(tp: Any, part: str | int) -> Any:
         return typing.get_args(tp)[-1]
     if isinstance(tp, type) and issubclass(tp, BaseModel) and isinstance(part, str):
         field = tp.model_fields.get(part)
-        return field.annotation if field else None
+        if field is None:
+            return None
+        section = next((m for m in field.metadata if isinstance(m, EngineSection)), None)
+        return section.union() if section else field.annotation
     return None
 
 
@@ -130,7 +142,7 @@ def display_path(loc: tuple, prefix: str = "") -> str:
     """A dotted path as the user wrote it: tags dropped, list indexes in brackets."""
     parts: list[str] = []
     for i, part in enumerate(loc):
-        if parts and part in UNION_TAGS.get(".".join(parts), ()):
+        if parts and part in union_tags().get(".".join(parts), ()):
             continue
         if isinstance(part, int) and parts:
             parts[-1] = f"{parts[-1]}[{part}]"
@@ -253,7 +265,7 @@ def _node(doc: Any, loc: tuple) -> Any:
             doc = doc[part]
         elif isinstance(doc, list) and isinstance(part, int) and 0 <= part < len(doc):
             doc = doc[part]
-        elif not (isinstance(doc, dict) and (doc.get("kind") == part or part in _TAG_NAMES)):
+        elif not (isinstance(doc, dict) and (doc.get("kind") == part or part in _tag_names())):
             return None
     return doc
 

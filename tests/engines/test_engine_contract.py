@@ -14,8 +14,7 @@ from infra.engines.contract import Engine, KvShare, SizingModel
 from infra.engines.registry import ENGINES, engine_for, kinds
 from infra.errors import InferryError
 from infra.sizing import memory
-from infra.stack.config_engines import EngineConfig
-from infra.stack.kinds import ENGINE_KINDS
+from infra.stack.kinds import engine_kinds, engine_sections
 from tests.engines.test_engines import deployment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +40,7 @@ def _engine_branches(tree: ast.AST) -> list[str]:
             found.append(ast.unparse(node))
         elif isinstance(node, ast.ImportFrom) and ENGINE_CLASSES & {a.name for a in node.names}:
             found.append(ast.unparse(node))
-        elif isinstance(node, ast.Constant) and node.value in ENGINE_KINDS:
+        elif isinstance(node, ast.Constant) and node.value in engine_kinds():
             found.append(repr(node.value))
     return found
 
@@ -66,9 +65,9 @@ def test_every_engine_descriptor_has_every_field():
 
 
 def test_the_registry_the_schema_and_the_stack_kinds_agree():
-    union_tags = tuple(typing.get_args(m.model_fields["kind"].annotation)[0] for m in typing.get_args(EngineConfig))
-    assert kinds() == ENGINE_KINDS == union_tags
-    assert [e.config for e in ENGINES] == list(typing.get_args(EngineConfig))
+    union_tags = tuple(typing.get_args(m.model_fields["kind"].annotation)[0] for m in engine_sections())
+    assert kinds() == engine_kinds() == union_tags
+    assert [e.config for e in ENGINES] == list(engine_sections())
 
 
 def test_the_registry_refuses_an_unknown_kind_with_a_did_you_mean():

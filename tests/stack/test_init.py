@@ -8,7 +8,7 @@ import pytest
 from infra.stack.stackfile import load_stack
 
 
-@pytest.mark.parametrize("target,engine", list(itertools.product(["ssh", "kubernetes"], ["vllm", "tensorrt-llm"])))
+@pytest.mark.parametrize("target,engine", list(itertools.product(["ssh", "kubernetes"], ["vllm", "tensorrt-llm", "sglang"])))
 def test_init_writes_a_valid_commented_stack(cli, tmp_path, target, engine):
     path = tmp_path / "Pulumi.new.yaml"
     result = cli("init", str(path), "--target", target, "--engine", engine)

@@ -12,7 +12,7 @@ def test_three_mistakes_in_three_sections_come_out_in_one_run(tmp_path, cli):
                   ("max_model_len: 32768", "max_model_length: 32768"))
     found = problems(path)
     assert found == [
-        "engine.kind: unknown kind; expected one of 'vllm', 'tensorrt-llm' (found 'vlm'); did you mean 'vllm'?",
+        "engine.kind: unknown kind; expected one of 'vllm', 'tensorrt-llm', 'sglang' (found 'vlm'); did you mean 'vllm'?",
         "engine.max_model_length: unknown key; did you mean 'max_model_len'?",
         "provider.gpu: unknown GPU 'H100'; did you mean 'H100-80GB'?; or, for a GPU the catalog lacks, declare "
         "it: provider.gpu: {name, product_names, memory_mib, bandwidth_tbps, compute_capability, fp8} "

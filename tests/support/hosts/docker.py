@@ -26,11 +26,11 @@ def cgroup_mounts() -> list[list[str]]:
 
 def image_names() -> list[str]:
     """Every image a stack renders by default: the engines' pinned images and the auth proxy's."""
-    from infra.stack.config_engines import TRTLLM_VERSION, VLLM_VERSION
-    from infra.engines import trtllm, vllm
+    from infra.engines.registry import ENGINES
     from infra.engines.spec import PROXY_IMAGE
 
-    return [vllm.IMAGE.format(version=VLLM_VERSION), trtllm.IMAGE.format(version=TRTLLM_VERSION), PROXY_IMAGE]
+    # Each registered engine's pinned image: a new engine's is tagged without a change here.
+    return [e.image.format(version=e.config.model_fields["version"].default) for e in ENGINES] + [PROXY_IMAGE]
 
 
 def compose_plugin() -> Path:

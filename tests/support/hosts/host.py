@@ -131,6 +131,9 @@ class TestHost:
         self.install("nvidia-smi", f'exec env {gpu_env} {python} -I -S {standin}/nvidia_smi.py "$@"')
         for program in ("vllm", "trtllm-serve"):
             self.install(program, f'exec {python} -I {standin}/engine.py {program} "$@"')
+        # SGLang runs as `python3 -m sglang.launch_server`: this python3 hands that to the stand-in.
+        self.install("python3", f'[ "$1 $2" = "-m sglang.launch_server" ] && shift 2 && '
+                     f'exec {python} -I {standin}/engine.py sglang.launch_server "$@"\nexec {python} "$@"')
 
     def set_standin(self, never_healthy: bool = False, startup_s: float = 0, crash: str = "",
                     version: str = "", token_s: float = 0) -> None:

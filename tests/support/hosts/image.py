@@ -28,6 +28,8 @@ STARTS = "/dev/shm/inferry-standin/starts.jsonl"
 # Inside the image, each stand-in command reads the host's knobs, then runs the stand-in.
 WRAPPER = ("#!/bin/sh\nset -a; [ -f {knobs} ] && . {knobs}; set +a\n"
            "export INFERRY_STANDIN_STARTS={starts}\nexec python3 -I /opt/inferry/tests/support/standin/{script} {args}\"$@\"\n")
+# `python3 -m sglang.launch_server` (SGLang's command) runs the stand-in; any other python3 call the real one.
+PYTHON3 = '#!/bin/sh\nif [ "$1 $2" = "-m sglang.launch_server" ]; then shift 2\n{standin}fi\nexec /usr/bin/python3 "$@"\n'
 COMMANDS = {"vllm": ("engine.py", "vllm "), "trtllm-serve": ("engine.py", "trtllm-serve "),
             "nvidia-smi": ("nvidia_smi.py", "")}
 
@@ -86,5 +88,8 @@ def standin_image() -> Path:
             for command, (script, args) in COMMANDS.items():
                 text = WRAPPER.format(knobs=KNOBS, starts=STARTS, script=script, args=args)
                 _add(tar, f"./usr/local/bin/{command}", text.encode(), 0o755)
+            _add(tar, "./usr/local/bin/python3", PYTHON3.format(
+                standin=WRAPPER.format(knobs=KNOBS, starts=STARTS, script="engine.py", args="sglang.launch_server ")
+                .split("\n", 1)[1]).encode(), 0o755)
     os.replace(f"{out}.tmp", out)
     return out

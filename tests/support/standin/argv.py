@@ -12,11 +12,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-ENGINES = {"vllm": "vllm", "trtllm-serve": "tensorrt-llm"}
+ENGINES = {"vllm": "vllm", "trtllm-serve": "tensorrt-llm", "sglang.launch_server": "sglang"}
 OPTIONS_PY = Path(__file__).resolve().parents[3] / "infra" / "engines" / "options.py"
-DEFAULT_VERSIONS = {"vllm": "0.33.0", "tensorrt-llm": "1.2.1"}
-# Without --host vLLM binds every interface; trtllm-serve's click default is "localhost".
-DEFAULT_HOSTS = {"vllm": "0.0.0.0", "tensorrt-llm": "127.0.0.1"}
+DEFAULT_VERSIONS = {"vllm": "0.33.0", "tensorrt-llm": "1.2.1", "sglang": "0.5.23"}
+SNAPSHOT_PREFIX = {"vllm": "vllm-", "tensorrt-llm": "trtllm-", "sglang": "sglang-"}
+# Without --host vLLM binds every interface; trtllm-serve's click default is "localhost"; SGLang's 127.0.0.1.
+DEFAULT_HOSTS = {"vllm": "0.0.0.0", "tensorrt-llm": "127.0.0.1", "sglang": "127.0.0.1"}
+DEFAULT_PORTS = {"sglang": 30000}  # arg_groups/fields/serving.py; the others default to 8000
 
 
 def served_name(engine: str, model: str) -> str:
@@ -77,7 +79,7 @@ def engine_version(engine: str) -> str:
         return os.environ["INFERRY_STANDIN_VERSION"]
     options = _options()
     if options is not None:
-        prefix = "vllm-" if engine == "vllm" else "trtllm-"
+        prefix = SNAPSHOT_PREFIX[engine]
         found = sorted((p.stem[len(prefix):] for p in options.SNAPSHOTS.glob(f"{prefix}*.json")),
                        key=lambda v: tuple(int(x) if x.isdigit() else 0 for x in v.split(".")))
         if found:
@@ -139,24 +141,55 @@ def parse(program: str, argv: list[str]) -> EngineArgs:
         if not argv or argv[0] != "serve":
             raise Refused(f"invalid choice: {argv[0] if argv else ''!r} (the stand-in knows only 'serve')")
         argv = argv[1:]
+    elif engine == "sglang":
+        argv = sglang_config(argv)
     elif argv and argv[0] == "serve":
         argv = argv[1:]
     ns = _parse(engine, version, argv)
-    model = getattr(ns, "model_tag", None) or getattr(ns, "model", None)
+    model = getattr(ns, "model_tag", None) or getattr(ns, "model", None) or getattr(ns, "model_path", None)
     if not model:
         raise Refused("the following arguments are required: model_tag" if engine == "vllm"
                       else "Missing argument 'MODEL'.")
     env_key = os.environ.get("VLLM_API_KEY") if engine == "vllm" else None
-    keys = tuple(getattr(ns, "api_key", None) or ([env_key] if env_key else []))
+    keys = getattr(ns, "api_key", None) or ([env_key] if env_key else [])
+    keys = (keys,) if isinstance(keys, str) else tuple(keys)
+    names = getattr(ns, "served_model_name", None) or [served_name(engine, model)]
     return EngineArgs(
         engine=engine, version=version, model=model, host=getattr(ns, "host", None) or DEFAULT_HOSTS[engine],
-        port=getattr(ns, "port", None) or 8000,
-        served_model_names=tuple(getattr(ns, "served_model_name", None) or [served_name(engine, model)]),
+        port=getattr(ns, "port", None) or DEFAULT_PORTS.get(engine, 8000),
+        served_model_names=(names,) if isinstance(names, str) else tuple(names),
         api_keys=keys, load_format=getattr(ns, "load_format", None) or "auto",
-        max_model_len=getattr(ns, "max_model_len", None) or getattr(ns, "max_seq_len", None),
+        max_model_len=getattr(ns, "max_model_len", None) or getattr(ns, "max_seq_len", None)
+        or getattr(ns, "context_length", None),
         config_file=getattr(ns, "extra_llm_api_options", None),
-        world_size=_size(ns, "tensor_parallel_size") * _size(ns, "pipeline_parallel_size"),
+        world_size=(_size(ns, "tensor_parallel_size") * _size(ns, "pipeline_parallel_size")
+                    * _size(ns, "tp_size") * _size(ns, "pp_size") * _size(ns, "dp_size")),
         backend=getattr(ns, "backend", None) or "pytorch")
+
+
+def sglang_config(argv: list[str]) -> list[str]:
+    """argv with SGLang's --config YAML merged in as ConfigArgumentMerger.merge_config_with_args does
+    (sglang/srt/utils/server_args_config_parser.py:75): the file's options first, the command line after."""
+    if argv.count("--config") > 1:
+        raise Refused("Multiple config files specified! Only one --config argument is allowed.")
+    if "--config" not in argv:
+        return argv
+    i = argv.index("--config")
+    if i + 1 >= len(argv):
+        raise Refused("No config file specified after --config flag")
+    path = Path(argv[i + 1])
+    if not path.is_file():
+        raise Refused(f"Config file not found: {path}", code=1)
+    import yaml  # the hosts' system python3 has it (python3-yaml)
+
+    merged: list[str] = []
+    for key, value in (yaml.safe_load(path.read_text()) or {}).items():
+        flag = f"--{key.replace('_', '-')}"
+        if value is True:
+            merged.append(flag)
+        elif value is not False and value is not None:
+            merged += [flag, str(value)]
+    return merged + argv[:i] + argv[i + 2:]
 
 
 def _size(ns: argparse.Namespace, dest: str) -> int:
@@ -199,9 +232,10 @@ def check_config(args: EngineArgs) -> None:
 def refuse(program: str, error: Refused) -> None:
     """Print the refusal the way the engine's CLI does (argparse / click style) and exit."""
     if error.code == 2:
-        usage = "usage: vllm serve [model_tag] [options]" if program == "vllm" else \
-            "Usage: trtllm-serve [OPTIONS] MODEL\nTry 'trtllm-serve --help' for help.\n"
-        prefix = "vllm serve: error: " if program == "vllm" else "Error: "
+        usage = {"vllm": "usage: vllm serve [model_tag] [options]",
+                 "sglang.launch_server": "usage: sglang serve [-h] --model-path MODEL_PATH [options]"}.get(
+            program, "Usage: trtllm-serve [OPTIONS] MODEL\nTry 'trtllm-serve --help' for help.\n")
+        prefix = {"vllm": "vllm serve: error: ", "sglang.launch_server": "sglang serve: error: "}.get(program, "Error: ")
         sys.stderr.write(f"{usage}\n{prefix}{error}\n")
     else:
         sys.stderr.write(f"ERROR {error}\n")

@@ -1,6 +1,8 @@
-"""Stand-in GPU engine: `vllm serve MODEL ...` / `trtllm-serve MODEL ...` with the real command line, no GPU.
+"""Stand-in GPU engine: `vllm serve MODEL ...` / `trtllm-serve MODEL ...` / `python3 -m sglang.launch_server
+--model-path MODEL ...` with the real command line, no GPU.
 
-Usage: engine.py PROGRAM ARGS... (PROGRAM is vllm or trtllm-serve; test hosts install it under those names).
+Usage: engine.py PROGRAM ARGS... (PROGRAM is vllm, trtllm-serve or sglang.launch_server; test hosts install the
+first two under those names and a python3 that hands `-m sglang.launch_server` to it).
 Refuses what the engine's option snapshot refuses (exit 2, argparse/click message), refuses a model it could
 not load (exit 1), then serves vLLM's OpenAI API (see server.py) and logs to stdout like the engine.
 Knobs, from the environment or from /etc/inferry-standin.env on a test host (KEY=VALUE lines; TestHost.
@@ -92,7 +94,7 @@ def serve(program: str, argv: list[str]) -> None:
     """Check the command line, bind, 'load' the model, serve until SIGTERM."""
     args = accepted(program, argv)
     record_start(program, argv)
-    name = "vLLM" if args.engine == "vllm" else "TensorRT-LLM"
+    name = {"vllm": "vLLM", "sglang": "SGLang"}.get(args.engine, "TensorRT-LLM")
     log(f"{name} API server version {args.version}")
     log(f"args: {json.dumps(argv[1:] if argv[:1] == ['serve'] else argv)}")
     state = State(args, log)

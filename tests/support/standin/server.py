@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -47,6 +48,26 @@ def count_tokens(messages: list[dict]) -> int:
     return sum(len(str(m.get("content", "")).split()) + 3 for m in messages)
 
 
+# SGLang's names for the series the stand-in keeps (sglang/srt/observability/metrics_collector.py).
+SGLANG_NAMES = {"vllm:num_requests_waiting": "sglang:num_queue_reqs", "vllm:num_requests_running":
+                "sglang:num_running_reqs", "vllm:kv_cache_usage_perc": "sglang:token_usage",
+                "vllm:prompt_tokens_total": "sglang:prompt_tokens_total",
+                "vllm:generation_tokens_total": "sglang:generation_tokens_total",
+                "vllm:time_to_first_token_seconds": "sglang:time_to_first_token_seconds",
+                "vllm:e2e_request_latency_seconds": "sglang:e2e_request_latency_seconds"}
+
+
+def sglang_metrics(text: str) -> str:
+    """The vLLM-named exposition under SGLang's names; series SGLang has no name for are left out."""
+    out = []
+    for line in text.splitlines():
+        found = re.search(r"vllm:[a-z_]+", line)
+        base = next((k for k in SGLANG_NAMES if found and found.group().startswith(k)), None)
+        if base is not None:
+            out.append(line.replace(base, SGLANG_NAMES[base], 1))
+    return "\n".join(out) + "\n"
+
+
 class Handler(BaseHTTPRequestHandler):
     """One request against the stand-in."""
 
@@ -77,7 +98,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def _authorised(self) -> bool:
         keys = self.state.args.api_keys
-        if not keys or not self.path.startswith("/v1"):
+        if not keys or not self.path.startswith("/v1") and self.state.args.engine != "sglang":
+            return True
+        # SGLang's middleware (sglang/srt/utils/auth.py decide_request_auth) guards every path but these.
+        if self.path.startswith(("/health", "/ready", "/metrics")):
             return True
         scheme, _, token = self.headers.get("Authorization", "").partition(" ")
         return scheme.lower() == "bearer" and token in keys
@@ -92,7 +116,9 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/health":
             return self._send(200 if self.state.healthy else 503, b"")
         if path == "/metrics":
-            return self._send(200, self.state.metrics.render().encode(), "text/plain; version=0.0.4; charset=utf-8")
+            text = self.state.metrics.render()
+            text = sglang_metrics(text) if self.state.args.engine == "sglang" else text
+            return self._send(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
         if path == "/version":
             return self._json(200, {"version": self.state.args.version})
         if path == "/v1/models":
@@ -104,6 +130,9 @@ class Handler(BaseHTTPRequestHandler):
         a = self.state.args
         if a.engine == "tensorrt-llm":  # tensorrt_llm/serve/openai_protocol.py ModelCard: four fields
             return {"id": name, "object": "model", "created": self.state.created, "owned_by": "tensorrt_llm"}
+        if a.engine == "sglang":  # OpenAIServingModels: owned_by sglang, root the model path
+            return {"id": name, "object": "model", "created": self.state.created, "owned_by": "sglang",
+                    "root": a.model, "max_model_len": a.max_model_len}
         return {"id": name, "object": "model", "created": self.state.created, "owned_by": "vllm", "root": a.model,
                 "parent": None, "max_model_len": a.max_model_len,
                 "permission": [{"id": f"modelperm-{uuid.uuid4().hex}", "object": "model_permission",
