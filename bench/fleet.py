@@ -43,14 +43,15 @@ def sides(network, server, tmp: Path, hosts, start_s: float) -> list[tuple[Side,
     project, name = Project(tmp / f"project-{n}"), f"fleet{n}"
     d = deployment(hosts, server)
     d["target"]["max_unavailable"] = BATCH
-    project.write_stack(name, d, {"sshPrivateKey": network.client_key_text, "apiKey": API_KEY,
-                                  "s3AccessKey": KEYS[0], "s3SecretKey": KEYS[1]})
+    secrets = {"sshPrivateKey": network.client_key_text, "apiKey": API_KEY, "s3AccessKey": KEYS[0],
+               "s3SecretKey": KEYS[1]}
+    project.write_stack(name, d, secrets)
     changed = {**d, "engine": {**d["engine"], "max_num_seqs": 64}}
     key = tmp / "client_key"
     key.write_text(network.client_key_text)
     key.chmod(0o600)
     pycmd, stop = pyinfra_folder(tmp / f"pyinfra-{n}", hosts, project.stack_file(name), key)
-    project.write_stack(f"{name}-b", changed, {})  # only for pyinfra's files: never deployed by inferry
+    project.write_stack(f"{name}-b", changed, secrets)  # only for pyinfra's files: never deployed by inferry
     pycmd2, _ = pyinfra_folder(tmp / f"pyinfra-{n}-b", hosts, project.stack_file(f"{name}-b"), key)
     pycmd2 = [*pycmd2[:2], "--parallel", str(_batch(n)), *pycmd2[2:]]
 
