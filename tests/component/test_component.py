@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 
 import pulumi
 import pytest
 
 from inferry import ConfigError, Deployment, DeploymentArgs, SshHostArgs
+from tests.conftest import ROOT
 from tests.support.harness import RecordingMocks, resolve, run
 
 pytestmark = pytest.mark.component
@@ -145,16 +148,24 @@ def test_opts_parent_and_children_parented_to_the_component():
     assert resolve(dep.urn).endswith("my:index:Stack$inferry:index:Deployment::llm")
 
 
-def test_an_address_that_resolves_to_a_bad_value_fails_before_the_host_step():
+def refused_late_address() -> None:
+    """Run a program whose VM's address resolves to a bad value; print the error and the host steps made."""
     def program():
         vm = Vm("vm")
         Deployment("llm", args({"address": vm.address, "name": "gpu-1"}))
 
     mocks = vm_mocks("not an address!")
     try:
-        with pytest.raises(Exception, match="target.hosts"):
-            run(program, {}, mocks=mocks)
-    finally:  # the refused Output's failure stays in Pulumi's per-process settings: the next test's run is clean
-        pulumi.runtime.settings._get_rpc_manager().clear()
-        pulumi.runtime.settings.SETTINGS.outputs.clear()
-    assert not [r for r in mocks.resources if r.type.endswith("inferry:SshHost")]
+        run(program, {}, mocks=mocks)
+    except Exception as e:  # noqa: BLE001 - printed for the test to read
+        print("refused:", e)
+    print("host steps:", len([r for r in mocks.resources if r.type.endswith("inferry:SshHost")]))
+
+
+def test_an_address_that_resolves_to_a_bad_value_fails_before_the_host_step():
+    # In a process of its own: CPython 3.11.7 leaves its C recursion counter off after this error unwinds
+    # through Pulumi's coroutines, and a later ast.parse in the same process fails (SystemError).
+    code = "from tests.component.test_component import refused_late_address as f; f()"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120).stdout
+    assert "refused:" in out and "target.hosts[0].address: not an allowed value" in out, out
+    assert "host steps: 0" in out, out
