@@ -1,4 +1,4 @@
-"""The Pulumi program: load the stack, build storage -> engine -> target, return the exports."""
+"""The Pulumi program: load the stack, hand it to the Deployment component (storage -> target), return the exports."""
 from __future__ import annotations
 
 from typing import Any
@@ -7,12 +7,17 @@ from infra.errors import InferryError
 from infra.stack.stackfile import Stack, load_from_pulumi
 from infra.stack.validate import require_valid
 
+# The stack's one Deployment component; its children keep the names and URNs earlier versions gave them.
+COMPONENT = "deployment"
+
 
 def build(stack: Stack) -> dict[str, Any]:
     """Create every resource of the stack; returns what the stack exports."""
-    from infra.storage.component import build_storage
-
     from infra.checks import register_checks
+    from infra.component.args import DeploymentArgs
+    from infra.component.deployment import Deployment
+    from infra.component.prepare import Prepared
+    from infra.stack.secrets import output
 
     register_checks()
     d = stack.deployment
@@ -20,9 +25,10 @@ def build(stack: Stack) -> dict[str, Any]:
     # not fit) fails `pulumi preview` and `pulumi up` before anything is created.
     for warning in require_valid(d, stack.source):
         _warn(warning.render())
+    secrets = {f: output(ref, f) for f, ref in d.secret_refs().items()}
+    component = Deployment(COMPONENT, DeploymentArgs.from_stack(Prepared(d, secrets, stack.source)))
     return {
-        **build_storage(d),
-        **_target(stack),
+        **component.exports,
         "model": d.model.name,
         "engine": d.engine.kind,
         "target": d.target.kind,
@@ -35,13 +41,6 @@ def _warn(text: str) -> None:
     import pulumi
 
     pulumi.log.warn(text)
-
-
-def _target(stack: Stack) -> dict[str, Any]:
-    """The one polymorphic seam: the stack's target (infra.targets.registry) builds its resources."""
-    from infra.targets.registry import target_for
-
-    return target_for(stack.deployment.target.kind).deploy(stack)
 
 
 def main() -> None:

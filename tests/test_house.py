@@ -10,9 +10,10 @@ ROOT = Path(__file__).resolve().parent.parent
 DOOR = {"__init__.py", "program.py", "errors.py", "checks.py"}
 # The floors, bottom up: a module imports only its own floor and those below. errors sits beside stack at the
 # bottom; render/ keeps what every target shares (templates, quoting), so it stands beside the engines it lays out;
-# infra/checks.py gathers every room's validate checks and program.py is the door, so both are at the top.
+# infra/checks.py gathers every room's validate checks and program.py is the door, so both are at the top, with
+# component/ (the Deployment component that the door and a user's own program construct).
 FLOORS = (("errors", "stack"), ("sizing", "engines", "storage", "render"), ("targets",), ("lifecycle",),
-          ("checks", "program"))
+          ("checks", "program", "component"))
 
 
 def _module(path: Path) -> str:

@@ -20,7 +20,7 @@ _run = run
 def test_the_wheel_holds_every_module_and_data_file_and_no_user_stack(installed):
     wheel, _ = installed
     names = set(zipfile.ZipFile(wheel).namelist())
-    tracked = [p for top in ("infra", "cli") for p in (ROOT / top).rglob("*")
+    tracked = [p for top in ("inferry", "infra", "cli") for p in (ROOT / top).rglob("*")
                if p.is_file() and "__pycache__" not in p.parts]
     missing = [str(p.relative_to(ROOT)) for p in tracked if str(p.relative_to(ROOT)) not in names]
     assert not missing, f"left out of the wheel: {missing}"

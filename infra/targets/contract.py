@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from infra.errors import Problem
 from infra.stack.config import Deployment
+from infra.stack.late import Fill, unchanged
 from infra.stack.secrets import Resolve
 
 if TYPE_CHECKING:
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
     from infra.render.out import Placed
     from infra.stack.stackfile import Stack
 
-__all__ = ["Resolve", "Target", "TargetArgs"]
+__all__ = ["DeployRequest", "Fill", "Resolve", "Target", "TargetArgs", "unchanged"]
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,18 @@ class TargetArgs:
     deployment: Deployment
     spec: "ServiceSpec"  # the engine as this target runs it (Target.service_spec)
     secrets: Mapping[str, Any]  # stack field path (e.g. "serving.api_key") -> secret value (a secret Output)
+    fill: Fill = unchanged  # applied to every child's inputs: puts in the late values (infra.stack.late)
+
+
+@dataclass(frozen=True)
+class DeployRequest:
+    """What a target's deploy() gets: the checked deployment, its secrets, its component's name and options."""
+
+    deployment: Deployment
+    secrets: Mapping[str, Any]  # as TargetArgs.secrets
+    name: str  # the target component's resource name (the stack-file program: the target's kind)
+    opts: Any = None  # pulumi.ResourceOptions of the target component (parent, aliases, providers)
+    fill: Fill = field(default=unchanged)
 
 
 class Target(Protocol):
@@ -31,8 +44,8 @@ class Target(Protocol):
 
     kind: str  # the stack file's target.kind
 
-    def deploy(self, stack: "Stack") -> dict[str, Any]:
-        """Create the Pulumi resources for the stack (inside a Pulumi program); returns its exports
+    def deploy(self, req: DeployRequest) -> dict[str, Any]:
+        """Create the Pulumi resources of the deployment (inside a Pulumi program); returns its exports
         (endpoint, endpoints, ...)."""
         ...
 

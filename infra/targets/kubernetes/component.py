@@ -64,8 +64,10 @@ class KubernetesTarget(pulumi.ComponentResource):
         self._ctx = ctx
         self.objects: dict[str, pulumi.Resource] = {}  # role -> child, for inspection
         self.waits_for: dict[str, tuple[str, ...]] = {}  # role -> roles it depends on
-        provider = k8s.Provider(f"{name}-provider", kubeconfig=kubeconfig_path(ctx.t.kubeconfig),
-                                context=ctx.t.context, opts=pulumi.ResourceOptions(parent=self))
+        self._fill = args.fill
+        provider = k8s.Provider(f"{name}-provider", **args.fill({"kubeconfig": kubeconfig_path(ctx.t.kubeconfig),
+                                                                 "context": ctx.t.context}),
+                                opts=pulumi.ResourceOptions(parent=self))
         self._opts = pulumi.ResourceOptions(parent=self, provider=provider)
         ns = self._namespace()
         base = ns + [self._secret(needed_secrets(ctx, dict(args.secrets)), ns), self._config(ns)]
@@ -128,7 +130,7 @@ class KubernetesTarget(pulumi.ComponentResource):
         props = {"kubeconfig": kubeconfig_path(ctx.t.kubeconfig), "context": ctx.t.context, "namespace": ctx.ns,
                  "name": ctx.name, "revision": deployment.metadata.apply(_generation),
                  "schedule_timeout_s": ctx.t.schedule_timeout_s, "startup_timeout_s": ctx.t.startup_timeout_s}
-        rollout = Rollout(f"{ctx.name}-rollout", props,
+        rollout = Rollout(f"{ctx.name}-rollout", self._fill(props),
                           pulumi.ResourceOptions(parent=self, depends_on=[deployment]))
         self.objects["rollout"], self.waits_for["rollout"] = rollout, ("deployment",)
         return rollout

@@ -5,7 +5,7 @@ from typing import Any
 
 from infra.stack.config import Deployment
 from infra.engines.spec import ServiceSpec
-from infra.stack.stackfile import Stack
+from infra.targets.contract import DeployRequest
 
 
 def spec_for(d: Deployment) -> ServiceSpec:
@@ -15,15 +15,14 @@ def spec_for(d: Deployment) -> ServiceSpec:
     return service_spec(d)
 
 
-def deploy(stack: Stack) -> dict[str, Any]:
-    """Create the KubernetesTarget for a stack; returns its exports (endpoint, endpoints)."""
-    from infra.stack import secrets
+def deploy(req: DeployRequest) -> dict[str, Any]:
+    """Create the KubernetesTarget of a deployment; returns its exports (endpoint, endpoints, served_model)."""
     from infra.targets.kubernetes.checks import refuse_broken_scaling
     from infra.targets.kubernetes.component import KubernetesTarget
     from infra.targets.contract import TargetArgs
 
-    d = stack.deployment
+    d = req.deployment
     refuse_broken_scaling(d)
-    values = {path: secrets.output(ref, path) for path, ref in d.secret_refs().items()}
-    target = KubernetesTarget("kubernetes", TargetArgs(deployment=d, spec=spec_for(d), secrets=values))
+    args = TargetArgs(deployment=d, spec=spec_for(d), secrets=req.secrets, fill=req.fill)
+    target = KubernetesTarget(req.name, args, req.opts)
     return {"endpoint": target.endpoint, "endpoints": target.endpoints, "served_model": target.model}

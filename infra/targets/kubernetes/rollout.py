@@ -36,7 +36,12 @@ class Watch:
 def _apis(w: Watch) -> tuple[Any, Any]:
     from kubernetes import client, config
 
-    api = config.new_client_from_config(config_file=w.kubeconfig, context=w.context)
+    if "\n" in w.kubeconfig:  # the kubeconfig's contents (an Output of the user's cluster), not a file's path
+        import yaml
+
+        api = config.new_client_from_config_dict(yaml.safe_load(w.kubeconfig), context=w.context)
+    else:
+        api = config.new_client_from_config(config_file=w.kubeconfig, context=w.context)
     return client.AppsV1Api(api), client.CoreV1Api(api)
 
 

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Any
 
 from infra.errors import Problem
 from infra.stack.config import Deployment, KubernetesTarget as Section
-from infra.targets.contract import Resolve
+from infra.targets.contract import DeployRequest, Resolve
 
 if TYPE_CHECKING:
     from infra.engines.spec import ServiceSpec
@@ -23,11 +23,11 @@ class Kubernetes:
 
     kind = "kubernetes"
 
-    def deploy(self, stack: "Stack") -> dict[str, Any]:
-        """The KubernetesTarget component for the stack; returns endpoint, endpoints and served_model."""
+    def deploy(self, req: DeployRequest) -> dict[str, Any]:
+        """The KubernetesTarget component of the deployment; returns endpoint, endpoints and served_model."""
         from infra.targets.kubernetes.deploy import deploy
 
-        return deploy(stack)
+        return deploy(req)
 
     def checks(self, d: Deployment) -> list[Problem]:
         """Scaling, weight delivery and cluster settings the schema cannot see."""

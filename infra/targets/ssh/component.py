@@ -7,8 +7,7 @@ import pulumi
 from pulumi.dynamic import Resource
 
 from infra.stack.secretfix import SecretField
-from infra.stack.stackfile import Stack
-from infra.targets.contract import TargetArgs
+from infra.targets.contract import DeployRequest, TargetArgs
 from infra.targets.ssh.args import props_of
 from infra.targets.ssh.plan import plan as make_plan
 from infra.targets.ssh.providers import HostProvider, LoadBalancerProvider, ServiceProvider, WeightsProvider
@@ -65,20 +64,20 @@ class SshTarget(pulumi.ComponentResource):
     def __init__(self, name: str, args: TargetArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("inferry:ssh:Target", name, None, opts)
         plan = make_plan(args.deployment, args.spec)
-        sec = args.secrets
+        sec, fill = args.secrets, args.fill
         common = {"private_key": sec[PRIVATE_KEY], "max_parallel": plan.max_parallel,
                   "private_key_ref": args.deployment.target.private_key.model_dump(exclude_none=True)}
         secret_values = pulumi.Output.secret(pulumi.Output.all(**{f: sec[f] for f in plan.secret_fields}))
         services = []
         for hp in plan.hosts:
             base = f"{name}-{hp.label}"
-            host = HostStep(f"{base}-host", {**props_of(hp.host), **common}, pulumi.ResourceOptions(parent=self))
+            host = HostStep(f"{base}-host", fill({**props_of(hp.host), **common}), pulumi.ResourceOptions(parent=self))
             svc = props_of(hp.service)
             after: list[pulumi.Resource] = [host]
             for i, wa in enumerate(hp.weights):
                 after.append(WeightsStep(f"{base}-weights" + (f"-{i}" if i else ""),
-                                         {**props_of(wa), **common, "access_key_id": sec[SecretField.S3_ACCESS],
-                                          "secret_access_key": sec[SecretField.S3_SECRET]},
+                                         fill({**props_of(wa), **common, "access_key_id": sec[SecretField.S3_ACCESS],
+                                               "secret_access_key": sec[SecretField.S3_SECRET]}),
                                          pulumi.ResourceOptions(parent=self, depends_on=[host])))
             digests = [w.manifest_sha256 for w in after[1:]]
             svc["depends"] = pulumi.Output.all(*digests).apply(_joined) if digests else ""
@@ -86,23 +85,22 @@ class SshTarget(pulumi.ComponentResource):
             # Rolling is coordinated in the provider process (rollout.py), not by a chain of hosts: every host is
             # read, checked and first started at once, and only a serving engine about to restart waits its turn.
             svc[ROLLING] = plan.batch if plan.rolling else 0  # how many engines may restart at once
-            services.append(ServiceStep(f"{base}-service", svc, pulumi.ResourceOptions(parent=self, depends_on=after)))
+            services.append(ServiceStep(f"{base}-service", fill(svc),
+                                        pulumi.ResourceOptions(parent=self, depends_on=after)))
         self.endpoints = pulumi.Output.all(*[s.endpoint for s in services])
         self.endpoint = self.endpoints.apply(lambda e: e[0] if e else "")
         if plan.lb is not None:
-            lb = LoadBalancerStep(f"{name}-lb", {**props_of(plan.lb), **common, "api_key": sec.get(API_KEY, "")},
+            lb = LoadBalancerStep(f"{name}-lb", fill({**props_of(plan.lb), **common, "api_key": sec.get(API_KEY, "")}),
                                   pulumi.ResourceOptions(parent=self, depends_on=services))
             self.endpoint = lb.endpoint
         self.model = args.deployment.model.name
         self.register_outputs({"endpoint": self.endpoint, "endpoints": self.endpoints, "model": self.model})
 
 
-def deploy(stack: Stack) -> dict[str, Any]:
-    """The stack's SSH target; returns its exports (endpoint, endpoints)."""
-    from infra.stack.secrets import output
+def deploy(req: DeployRequest) -> dict[str, Any]:
+    """The deployment's SSH target; returns its exports (endpoint, endpoints)."""
     from infra.targets.ssh.render import ssh_spec
 
-    d = stack.deployment
-    secrets = {f: output(ref, f) for f, ref in d.secret_refs().items()}
-    t = SshTarget("ssh", TargetArgs(d, ssh_spec(d), secrets))
+    d = req.deployment
+    t = SshTarget(req.name, TargetArgs(d, ssh_spec(d), req.secrets, req.fill), req.opts)
     return {"endpoint": t.endpoint, "endpoints": t.endpoints}

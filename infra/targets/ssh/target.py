@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from infra.errors import Problem
 from infra.stack.config import Deployment, SshTarget as Section
-from infra.targets.contract import Resolve
+from infra.targets.contract import DeployRequest, Resolve
 
 if TYPE_CHECKING:
     from infra.engines.spec import ServiceSpec
@@ -26,11 +26,11 @@ class Ssh:
 
     kind = "ssh"
 
-    def deploy(self, stack: "Stack") -> dict[str, Any]:
-        """The SshTarget component for the stack; returns endpoint and endpoints."""
+    def deploy(self, req: DeployRequest) -> dict[str, Any]:
+        """The SshTarget component of the deployment; returns endpoint and endpoints."""
         from infra.targets.ssh.component import deploy
 
-        return deploy(stack)
+        return deploy(req)
 
     def checks(self, d: Deployment) -> list[Problem]:
         """Port clashes, runtimes that cannot serve the engine, pinned keys vs trust on first use."""

@@ -1,0 +1,17 @@
+"""inferry's public Python API: serve a model from your own Pulumi program (docs/component.md).
+
+    from inferry import Deployment, DeploymentArgs
+
+Only re-exports: the implementation is infra.component (one code path with the stack-file program).
+"""
+from infra.component.args import (DeploymentArgs, KubernetesTargetArgs, LoadBalancerArgs, ModelArgs, ServingArgs,
+                                  SshHostArgs, SshTargetArgs, StorageArgs, TargetArgs)
+from infra.component.deployment import Deployment
+from infra.errors import ConfigError, InferryError
+from infra.stack.config import EngineBase, PolicyConfig, ProviderConfig, TrtllmEngine, VllmEngine
+
+__all__ = [
+    "ConfigError", "Deployment", "DeploymentArgs", "EngineBase", "InferryError", "KubernetesTargetArgs",
+    "LoadBalancerArgs", "ModelArgs", "PolicyConfig", "ProviderConfig", "ServingArgs", "SshHostArgs",
+    "SshTargetArgs", "StorageArgs", "TargetArgs", "TrtllmEngine", "VllmEngine",
+]
