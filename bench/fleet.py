@@ -5,8 +5,10 @@ Run as root after `bash scripts/test.sh` built the tools and `.venv/bin/pip inst
 pyinfra: `python bench/fleet.py [--hosts 1 8 32 64] [--engine-start-s 20] [--repeat 3]`.
 Each host's stand-in engine takes --engine-start-s to answer after it starts (a model's load), as a real engine
 does. Per round, interleaved (the order alternates): each tool's first apply (from nothing), its no-op re-apply,
-and a rolling change (an engine option changed: inferry with `max_unavailable: 25%`, pyinfra with `--parallel`
-the same batch size); everything is removed between tools. Weights are on each host beforehand (bench/ssh.py's
+and a rolling change (an engine option changed: inferry with `max_unavailable: 25%`; pyinfra has no batch
+rollout, so its row is `--parallel` with the same batch size, which runs each operation on that many hosts at a
+time and so restarts every engine within seconds: the cost of the change, not the same guarantee of replicas
+left serving); everything is removed between tools. Weights are on each host beforehand (bench/ssh.py's
 set-up). Prints medians (best), the ratios inferry / pyinfra, and for each tool `first apply, N hosts / 1 host: R`
 (R the ratio of first-apply medians: 1.0 means a fleet comes up as fast as one host).
 """
