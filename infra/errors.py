@@ -78,6 +78,12 @@ class RemoteError(InferryError):
     """A host (over SSH) failed a step."""
 
 
+class Interrupted(InferryError):
+    """A signal (Ctrl-C) stopped a command; the CLI exits 130, as a shell does for SIGINT."""
+
+    exit_code = 130
+
+
 class PulumiMissingError(InferryError):
     """The Pulumi CLI is needed but not installed."""
 

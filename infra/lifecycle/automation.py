@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from infra.errors import InferryError, PulumiMissingError
+from infra.errors import InferryError, Interrupted, PulumiMissingError
 from infra.lifecycle.deployer import Changes, OutputValue, Progress
 from infra.lifecycle.progress import describe, failure
 from infra.lifecycle.pulumicli import INSTALL, check_pulumi, cli_env
@@ -135,6 +135,10 @@ class AutomationDeployer:
             if action != "preview":  # a summary read from `stack history` (no summary event) would decrypt config
                 kwargs["show_secrets"] = False
             return ws_stack.run(action, **kwargs)
+        except Interrupted as e:
+            raise Interrupted(f"{e.message}: pulumi {action} stopped once the steps under way had finished, and "
+                              "recorded them in the stack's state",
+                              f"run `inferry {action} {stack.name}` again to finish", where=stack.name) from None
         except FileNotFoundError:
             raise PulumiMissingError("the Pulumi CLI (`pulumi`) could not be run", INSTALL) from None
         except auto.ConcurrentUpdateError:
