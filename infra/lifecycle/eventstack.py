@@ -44,9 +44,15 @@ class Seen:
         self.kind = kind
         self.outputs: auto.OutputMap | None = None
         self.changes: dict[str, int] | None = None
+        self.interrupted_before = False  # the engine warned of pending operations left by an interrupted update
 
     def __call__(self, event: Any) -> None:
         """Record an engine event (the Automation API's on_event)."""
+        from infra.lifecycle.stale import PENDING_WARNING
+
+        d = event.diagnostic_event
+        if d is not None and d.severity == "warning" and PENDING_WARNING in (d.message or ""):
+            self.interrupted_before = True
         if event.res_outputs_event is not None:
             meta = event.res_outputs_event.metadata
             if meta.type == ROOT_TYPE and meta.new is not None:

@@ -96,7 +96,7 @@ def interrupt_while_an_engine_starts(w: World, seqs: int, sig: int, group: bool)
     to inferry (or its whole process group); returns the run and the processes it had started."""
     for h in w.hosts:
         h.set_standin(startup_s=8)
-    w.project.set_deployment(STACK, w.deployment(max_num_seqs=seqs))
+    w.project.set_deployment(STACK, w.deployment(**({"max_num_seqs": seqs} if seqs else {})))
     starts = [len(h.engine_starts()) for h in w.hosts]
     run = w.start("up", STACK)
     deadline = time.monotonic() + 120
@@ -150,3 +150,15 @@ def test_sigkill_of_the_process_group_leaves_nothing_the_next_up_cannot_fix(worl
     r = world.converges()
     assert "removed the lock" in r.stdout + r.stderr, r.stdout + r.stderr
     assert all("40" in h.engine_starts()[-1]["argv"] for h in world.hosts)
+
+
+def test_sigkill_during_a_first_up_leaves_no_pending_create(world):
+    world.project.pulumi("destroy", "--yes", "--stack", STACK)
+    world.project.set_deployment(STACK, world.deployment())
+    run, pids = interrupt_while_an_engine_starts(world, 0, signal.SIGKILL, group=True)
+    assert run.wait(30) == -signal.SIGKILL and gone(pids) == []
+    assert any(op["type"] == "creating" for op in pending(world.project, STACK))  # what Pulumi keeps for ever
+    for h in world.hosts:
+        h.set_standin()
+    r = world.converges()  # pending() == []: the interrupted creates were run again and cleared
+    assert "cleared" in r.stdout and "interrupted create" in r.stdout, r.stdout
