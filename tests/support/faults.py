@@ -74,3 +74,48 @@ def service_files_match(host, outputs: dict) -> list[str]:
     folder = host.path(outputs["service_dir"])
     leftovers = [str(p) for p in folder.iterdir() if re.search(r"\.inferry-(prev|[0-9a-f]{8})", p.name)]
     return wrong + leftovers
+
+
+class FetchGate:
+    """A curl wrapper on one host: the first PASS weight downloads run, the next ones wait until `release()`
+    (the test stops the store meanwhile); each download's target (`-o`, never its URL) is logged."""
+
+    def __init__(self, host, passes: int):
+        import shutil
+        import uuid
+
+        from tests.support.hosts.host import SHARED
+
+        self.host, name = host, f"gate-{uuid.uuid4().hex}"
+        self.folder, d = host.shared_dir / name, f"{SHARED}/{name}"
+        self.folder.mkdir()
+        self.folder.chmod(0o777)
+        real = shutil.which("curl", path="/usr/sbin:/usr/bin:/sbin:/bin")
+        host.install("curl", f'case "$*" in *" -K -"*) ;; *) exec {real} "$@";; esac\n'
+                             f'i=1; while ! mkdir {d}/call.$i 2>/dev/null; do i=$((i+1)); done\n'
+                             'out=; prev=; for a; do [ "$prev" = -o ] && out=$a; prev=$a; done\n'
+                             f'echo "$out" >> {d}/fetches.log\n'
+                             f'if [ $i -gt {passes} ]; then touch {d}/waiting; n=0; '
+                             f'while [ ! -e {d}/go ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done; fi\n'
+                             f'exec {real} "$@"')
+
+    def waiting(self) -> bool:
+        """Whether a download waits behind the gate."""
+        return (self.folder / "waiting").exists()
+
+    def release(self) -> None:
+        """Let the waiting downloads go."""
+        (self.folder / "go").touch()
+
+    def fetched(self) -> list[str]:
+        """The file each download so far wrote to (its name without the .part suffix)."""
+        log = self.folder / "fetches.log"
+        lines = log.read_text().splitlines() if log.exists() else []
+        return [re.sub(r"\.part\.\d+\.\d+$", "", ln).rsplit("/", 1)[-1] for ln in lines]
+
+    def remove(self) -> None:
+        """Take the wrapper off."""
+        import shutil
+
+        (self.host.root / "bin" / "curl").unlink(missing_ok=True)
+        shutil.rmtree(self.folder, ignore_errors=True)

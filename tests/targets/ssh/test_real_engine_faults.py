@@ -7,6 +7,7 @@ brings the stack to the state it needs (`deployed`), so each passes alone.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import subprocess
@@ -15,9 +16,9 @@ import time
 import pytest
 
 from infra.lifecycle import probe
-from tests.support.faults import Run, descendants, lock_files, pending, service_files_match
+from tests.support.faults import FetchGate, Run, descendants, lock_files, pending, service_files_match
 from tests.support.realengine import Project, model_store
-from tests.support.ssh_env import BUCKET, MODEL, PREFIX
+from tests.support.ssh_env import BUCKET, FILES, MODEL, PREFIX
 
 pytestmark = pytest.mark.faults
 API_KEY = "sk-faults-" + "5" * 20
@@ -162,3 +163,36 @@ def test_sigkill_during_a_first_up_leaves_no_pending_create(world):
         h.set_standin()
     r = world.converges()  # pending() == []: the interrupted creates were run again and cleared
     assert "cleared" in r.stdout and "interrupted create" in r.stdout, r.stdout
+
+
+@pytest.mark.usefixtures("deployed")
+def test_store_stopping_mid_fetch_names_the_file_and_the_next_up_resumes(world):
+    h = world.hosts[0]
+    model_dir = world.project.resources(STACK)[f"ssh-{h.name}-weights"]["outputs"]["model_dir"]
+    world.project.pulumi("destroy", "--yes", "--stack", STACK)
+    h.exec(f"rm -rf {model_dir}", check=True)  # destroy keeps the cache: this host fetches anew
+    gate = FetchGate(h, passes=2)
+    try:
+        run = world.start("up", STACK)
+        deadline = time.monotonic() + 120
+        while not gate.waiting():
+            assert run.proc.poll() is None and time.monotonic() < deadline, run.output()
+            time.sleep(0.05)
+        world.server.stop()
+        gate.release()
+        assert run.wait(300) == 1
+        out = run.output()
+        before = gate.fetched()
+        world.server.start()
+        kept = sorted(p.name for p in h.path(model_dir).iterdir() if ".part." not in p.name)
+        assert len(kept) == 2 and not any(".part." in p.name for p in h.path(model_dir).iterdir()), kept
+        lost = sorted(set(FILES) - set(kept))
+        assert f"host {h.name}" in out and all(f"download failed: {f}" in out for f in lost), out
+        assert f"inferry up {STACK}" in out and "Traceback" not in out and "X-Amz-Signature" not in out, out
+        world.converges()
+        assert sorted(gate.fetched()[len(before):]) == lost  # resumed: only what was missing is fetched
+    finally:
+        gate.remove()
+        world.server.start()
+    for rel, data in FILES.items():
+        assert hashlib.sha256(h.path(f"{model_dir}/{rel}").read_bytes()).digest() == hashlib.sha256(data).digest()
