@@ -9,7 +9,7 @@ prompt says. If inferry itself is killed, the kernel kills the CLI with it (PR_S
 """
 from __future__ import annotations
 
-import ctypes
+import os
 import signal
 import subprocess
 import sys
@@ -24,12 +24,19 @@ PR_SET_PDEATHSIG = 1
 OnLine = Optional[Callable[[str], None]]
 
 
-def _die_with_parent() -> Callable[[], None] | None:
-    """A preexec function that has the child killed when inferry dies (Linux; None elsewhere)."""
+# Set in a small exec shim, not a preexec_fn: a fork of this process (gRPC threads serve the inline program)
+# runs gRPC's fork handlers, which print a warning; the shim is spawned without them (~20 ms).
+SHIM = ("import ctypes, os, sys\n"
+        f"ctypes.CDLL(None).prctl({PR_SET_PDEATHSIG}, {int(signal.SIGKILL)})\n"
+        "if os.getppid() != int(sys.argv[1]): os._exit(137)\n"  # inferry died before the line above
+        "os.execvp(sys.argv[2], sys.argv[2:])")
+
+
+def _dying_with_us(cmd: list[str]) -> list[str]:
+    """CMD, killed by the kernel when inferry dies (Linux; CMD as it is elsewhere)."""
     if not sys.platform.startswith("linux"):
-        return None
-    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork: the child only calls it
-    return lambda: prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
+        return cmd
+    return [sys.executable, "-I", "-S", "-c", SHIM, str(os.getpid()), *cmd]
 
 
 def _consume(stream, callback: OnLine, chunks: list[str]) -> None:
@@ -47,8 +54,8 @@ def run_cli(cmd: list[str], cwd: str, env: dict[str, str], on_output: OnLine = N
     out: list[str] = []
     err: list[str] = []
     got: list[int] = []
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env, encoding="utf-8",
-                          process_group=0, preexec_fn=_die_with_parent()) as proc:
+    with subprocess.Popen(_dying_with_us(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env,
+                          encoding="utf-8", process_group=0) as proc:
         def forward(signum: int, _frame) -> None:
             got.append(signum)
             proc.send_signal(signal.SIGINT if signum == signal.SIGHUP else signum)

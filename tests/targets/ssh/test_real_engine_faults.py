@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import signal
 import subprocess
 import time
@@ -17,6 +18,7 @@ import pytest
 
 from infra.lifecycle import probe
 from tests.support.faults import FetchGate, Run, descendants, lock_files, pending, service_files_match
+from tests.support.progharness import Poller
 from tests.support.realengine import Project, model_store
 from tests.support.ssh_env import BUCKET, FILES, MODEL, PREFIX
 
@@ -196,3 +198,34 @@ def test_store_stopping_mid_fetch_names_the_file_and_the_next_up_resumes(world):
         world.server.start()
     for rel, data in FILES.items():
         assert hashlib.sha256(h.path(f"{model_dir}/{rel}").read_bytes()).digest() == hashlib.sha256(data).digest()
+
+
+@pytest.mark.usefixtures("deployed")
+def test_host_lost_in_its_turn_of_a_rolling_update_fails_alone(world):
+    lost = world.hosts[1]
+    others = [i for i, h in enumerate(world.hosts) if h is not lost]
+    for h in world.hosts:
+        h.set_standin(startup_s=1)
+    world.project.set_deployment(STACK, world.deployment(max_num_seqs=56))
+    lost.kill_sshd_on("setsid")  # the restart of its engine, in its turn: every sshd of the host dies
+    for i in others:  # the others read their state late: the lost host takes the first turn, theirs come after
+        world.hosts[i].install("sha256sum", 'sleep 2; exec /usr/bin/sha256sum "$@"')
+    poller = Poller([(world.replica(i), API_KEY) for i in others])
+    poller.start()
+    try:
+        r = world.project.inferry("up", STACK, check=False)
+        samples = poller.finish()
+        assert r.returncode == 1 and "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
+        failed = set(re.findall(r"ssh-(\w+)-service: host", r.stderr))
+        assert failed == {lost.name}, r.stderr  # only that host: the rollout went on without it
+        assert f"host {lost.name}" in r.stderr and f"inferry up {STACK}" in r.stderr, r.stderr
+        assert all(any(s) for s in samples), "the hosts still reachable stopped serving at once"
+        assert all("56" in world.hosts[i].engine_starts()[-1]["argv"] for i in others)
+    finally:
+        lost.start_sshd()
+        for i in others:
+            (world.hosts[i].root / "bin" / "sha256sum").unlink(missing_ok=True)
+    for h in world.hosts:
+        h.set_standin()
+    world.converges()
+    assert "56" in lost.engine_starts()[-1]["argv"]
