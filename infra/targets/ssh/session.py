@@ -127,9 +127,11 @@ class Session:
 
     def put(self, path: str, data: bytes, mode: int, step: str) -> None:
         """Write a file atomically and privately: a temporary file next to it, created 0600 (umask 077) before
-        its first byte, then given its mode and renamed into place. The data travels on stdin."""
+        its first byte, then given its mode and renamed into place. The data travels on stdin; a connection lost
+        mid-way ends cat's input as if it were complete, so only a temporary file of the full size is renamed."""
         tmp = shlex.quote(f"{path}.inferry-{uuid.uuid4().hex[:8]}")
-        self.run(f"umask 077 && cat > {tmp} && chmod {mode:o} {tmp} && mv -f {tmp} {shlex.quote(path)} "
+        self.run(f"umask 077 && cat > {tmp} && [ \"$(wc -c < {tmp})\" -eq {len(data)} ] && chmod {mode:o} {tmp} "
+                 f"&& mv -f {tmp} {shlex.quote(path)} "
                  f"|| {{ rc=$?; rm -f {tmp}; exit $rc; }}", step, stdin=data)
 
     def close(self) -> None:
