@@ -85,7 +85,7 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(*args, **kwargs)
         except InferryError as e:
             print_error(e)
-            raise typer.Exit(1) from None
+            raise typer.Exit(getattr(e, "exit_code", 1)) from None
         except KeyboardInterrupt:
             err.print("interrupted")
             raise typer.Exit(130) from None

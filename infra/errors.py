@@ -78,6 +78,17 @@ class RemoteError(InferryError):
     """A host (over SSH) failed a step."""
 
 
+class Unreachable(RemoteError):
+    """The host could not be reached, or its SSH connection was lost mid-command: nothing says the change is
+    wrong, so a rolling update goes on without the host."""
+
+
+class Interrupted(InferryError):
+    """A signal (Ctrl-C) stopped a command; the CLI exits 130, as a shell does for SIGINT."""
+
+    exit_code = 130
+
+
 class PulumiMissingError(InferryError):
     """The Pulumi CLI is needed but not installed."""
 

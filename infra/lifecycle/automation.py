@@ -12,10 +12,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from infra.errors import InferryError, PulumiMissingError
+from infra.errors import InferryError, Interrupted, PulumiMissingError
 from infra.lifecycle.deployer import Changes, OutputValue, Progress
 from infra.lifecycle.progress import describe, failure
 from infra.lifecycle.pulumicli import INSTALL, check_pulumi, cli_env
+from infra.lifecycle.stale import PENDING_WARNING, backend_folder, clear_own_pending, remove_stale_locks
 from infra.stack.project import project_root
 from infra.stack.stackfile import Stack, read_yaml
 
@@ -56,6 +57,12 @@ def _command_error(stack: Stack, action: str, e: Exception, errors: list[str] | 
                         f"fix the cause above, then run `inferry {action} {stack.name}` again", where=stack.name)
 
 
+def _stderr(line: str) -> None:
+    import sys
+
+    print(line, file=sys.stderr)
+
+
 def _indented(text: str) -> str:
     return text.replace("\n", "\n    ")
 
@@ -71,6 +78,7 @@ class AutomationDeployer:
         self.prompt = prompt
         self._passphrases: dict[str, dict[str, str]] = {}
         self._cli: tuple[str, str] | None = None  # (executable, version) once `pulumi version` ran
+        self._holders: list[str] = []  # who holds the stack's lock, when an update was refused
 
     def _env(self, stack: Stack) -> dict[str, str]:
         if stack.name not in self._passphrases:
@@ -110,7 +118,21 @@ class AutomationDeployer:
         return EventStack.open(stack.name, ws)
 
     def _run(self, stack: Stack, action: str, progress: Progress | None = None) -> Any:
-        """Run one Automation API command; a failure becomes an InferryError with the engine's own errors."""
+        """Run one Automation API command; a failure becomes an InferryError with the engine's own errors. A lock
+        left by a killed update is removed (with a message) and the command runs again."""
+        from pulumi import automation as auto
+
+        try:
+            return self._attempt(stack, action, progress)
+        except auto.ConcurrentUpdateError:
+            if not self._unlock(stack, progress):
+                raise self._locked(stack) from None
+        try:
+            return self._attempt(stack, action, progress)
+        except auto.ConcurrentUpdateError:
+            raise self._locked(stack) from None
+
+    def _attempt(self, stack: Stack, action: str, progress: Progress | None) -> Any:
         from pulumi import automation as auto
 
         from infra.lifecycle.eventstack import Seen
@@ -122,6 +144,9 @@ class AutomationDeployer:
         def on_event(event: Any) -> None:
             seen(event)
             line = describe(event, preview=action == "preview")
+            if seen.interrupted_before and PENDING_WARNING in (line or ""):
+                line = ("  note: the last update was interrupted; its unfinished steps run again now "
+                        "(each converges what it finds on the host)")
             if line and progress is not None:
                 progress(line)
             found = failure(event)
@@ -135,14 +160,54 @@ class AutomationDeployer:
             if action != "preview":  # a summary read from `stack history` (no summary event) would decrypt config
                 kwargs["show_secrets"] = False
             return ws_stack.run(action, **kwargs)
+        except Interrupted as e:
+            raise Interrupted(f"{e.message}: pulumi {action} stopped once the steps under way had finished, and "
+                              "recorded them in the stack's state",
+                              f"run `inferry {action} {stack.name}` again to finish", where=stack.name) from None
         except FileNotFoundError:
             raise PulumiMissingError("the Pulumi CLI (`pulumi`) could not be run", INSTALL) from None
-        except auto.ConcurrentUpdateError:
-            raise InferryError(f"another update of stack {stack.name} is running",
-                               f"wait for it, or if it died: pulumi cancel --stack {stack.name}",
-                               where=stack.name) from None
         except auto.CommandError as e:
+            if isinstance(e, auto.ConcurrentUpdateError):
+                raise
             raise _command_error(stack, action, e, errors) from None
+        finally:
+            if seen.interrupted_before:
+                self._clear_pending(stack, ws_stack, progress)
+
+    def _unlock(self, stack: Stack, progress: Progress | None) -> bool:
+        """Remove the stack's locks whose update no longer runs; True when one was and none is held."""
+        folder = backend_folder(self._env(stack), self.root)
+        if folder is None:
+            return False
+        removed, held = remove_stale_locks(folder, stack.name)
+        for line in removed:
+            (progress or _stderr)(f"  note: {line}")
+        self._holders = held
+        return bool(removed) and not held
+
+    def _locked(self, stack: Stack) -> InferryError:
+        who = "; ".join(self._holders) or "another process"
+        return InferryError(f"another update of stack {stack.name} is running ({who})",
+                            f"wait for it to finish; if it is no longer running: pulumi cancel --stack {stack.name}",
+                            where=stack.name)
+
+    def _clear_pending(self, stack: Stack, ws_stack: Any, progress: Progress | None) -> None:
+        """After an update that found pending operations: clear the interrupted creates of inferry's own steps
+        (this update ran them again); name what is left with the command that clears it."""
+        from pulumi import automation as auto
+
+        say = progress or _stderr
+        ws = ws_stack.workspace
+        try:
+            cleared, left = clear_own_pending(ws.pulumi_command, ws.work_dir, dict(ws.env_vars), stack.name)
+        except auto.CommandError as e:
+            say(f"  warning: could not clear pending operations: {str(e.stderr).strip()[-300:]}")
+            return
+        if cleared:
+            say(f"  note: cleared {cleared} interrupted create(s) of host steps from the stack's state")
+        if left:
+            say(f"  warning: still pending from an interrupted update: {', '.join(left)}; check them, then run "
+                f"`pulumi refresh --stack {stack.name} --clear-pending-creates --yes`")
 
     def preview(self, stack: Stack, progress: Progress) -> Changes:
         """What `up` would change, streamed as progress."""

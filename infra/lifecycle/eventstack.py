@@ -12,10 +12,12 @@ already: CheckedCommand) and `pulumi stack select` (EventStack.open).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from pulumi import automation as auto
+from pulumi.automation.errors import create_command_error
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's mark of a secret value in events and state
 MASKED = "[secret]"
@@ -42,9 +44,15 @@ class Seen:
         self.kind = kind
         self.outputs: auto.OutputMap | None = None
         self.changes: dict[str, int] | None = None
+        self.interrupted_before = False  # the engine warned of pending operations left by an interrupted update
 
     def __call__(self, event: Any) -> None:
         """Record an engine event (the Automation API's on_event)."""
+        from infra.lifecycle.stale import PENDING_WARNING
+
+        d = event.diagnostic_event
+        if d is not None and d.severity == "warning" and PENDING_WARNING in (d.message or ""):
+            self.interrupted_before = True
         if event.res_outputs_event is not None:
             meta = event.res_outputs_event.metadata
             if meta.type == ROOT_TYPE and meta.new is not None:
@@ -66,6 +74,25 @@ class CheckedCommand(auto.PulumiCommand):
 
         self.command = exe
         self.version = VersionInfo(*version_tuple(version))  # check_pulumi made sure it has three numbers
+
+    def run(self, args: list[str], cwd: str, additional_env: Mapping[str, str], on_output=None,
+            on_error=None) -> auto.CommandResult:
+        """As PulumiCommand.run (non-interactive, the Automation API's environment), with the CLI in a process
+        group of its own that inferry's signals reach and that dies with inferry (infra/lifecycle/clirun.py)."""
+        import os
+
+        from infra.lifecycle.clirun import run_cli
+
+        if "--non-interactive" not in args:
+            args = ["--non-interactive", *args]
+        env = {**os.environ, **additional_env, "PULUMI_AUTOMATION_API": "true"}
+        if os.path.isabs(self.command):  # the plugins bundled beside the CLI come first, as the base does
+            env["PATH"] = os.pathsep.join([os.path.dirname(self.command), env.get("PATH", "")])
+        code, out, err = run_cli([self.command, *args], cwd, env, on_output, on_error)
+        result = auto.CommandResult(stdout=out, stderr=err, code=code)
+        if code != 0:
+            raise create_command_error(result)
+        return result
 
 
 class EventStack(auto.Stack):

@@ -1,6 +1,8 @@
 """Pulumi engine events as readable progress lines (one line per step, not a JSON stream)."""
 from __future__ import annotations
 
+import re
+
 from pulumi.automation import EngineEvent
 
 from infra.lifecycle.deployer import Changes
@@ -66,6 +68,7 @@ def failure(event: EngineEvent) -> str | None:
         return None
     # The engine repeats a program's own error as "an unhandled error occurred: ..."
     text = d.message.strip().removeprefix("an unhandled error occurred: ")
+    text = re.sub(r"^infra\.errors\.\w+: ", "", text)  # the provider host's traceback line names the class
     if not text or text in _BOILERPLATE:
         return None
     where = f"{_name(d.urn)}: " if d.urn and not d.urn.endswith(f"pulumi:pulumi:Stack::{_name(d.urn)}") else ""

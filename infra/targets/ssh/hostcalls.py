@@ -5,12 +5,18 @@ The host (`python -m pulumi.dynamic`, pulumi/dynamic/__main__.py) serves its gRP
 create holds it through the engine's health gate, minutes for a large model. With more than four hosts the
 calls would queue and a fleet would come up in waves of four (ceil(N/4) engine starts instead of one).
 `target.max_parallel` is the bound inferry means; the host's pool is raised above it once per process.
+
+The host also ends itself when the Pulumi CLI that started it is gone: Pulumi starts plugins in a process group
+of their own and kills them when it ends, so a CLI killed mid-update (SIGKILL, a closed terminal) left this
+process serving no one, forever.
 """
 from __future__ import annotations
 
 import gc
+import os
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 CALLS = 512  # threads the host may grow to; idle ones cost a little memory, and each step is mostly waiting
@@ -39,7 +45,44 @@ def serve_more_calls(calls: int = CALLS) -> int:
             for _ in range(pool._work_queue.qsize()):
                 pool._adjust_thread_count()
         _DONE.set()
+        watch_engine()
         return len(pools)
+
+
+def _parent(pid: int) -> tuple[int, str]:
+    """(parent pid, command name) of PID from /proc; (0, "") when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            head, _, rest = f.read().rpartition(")")
+        return int(rest.split()[1]), head.partition("(")[2]
+    except (OSError, ValueError, IndexError):
+        return 0, ""
+
+
+def engine_pid() -> int | None:
+    """The Pulumi CLI above this process (its plugin shim, a shell script, is in between), else None."""
+    pid = os.getpid()
+    for _ in range(3):
+        pid, _ = _parent(pid)
+        if pid <= 1:
+            return None
+        if _parent(pid)[1] == "pulumi":
+            return pid
+    return None
+
+
+def watch_engine(every_s: float = 1.0) -> None:
+    """End this process once the CLI that started it has ended (what it asked for can no longer be recorded)."""
+    pid = engine_pid()
+    if pid is None:
+        return
+
+    def watch() -> None:
+        while _parent(pid)[1] == "pulumi":
+            time.sleep(every_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="inferry-engine-watch", daemon=True).start()
 
 
 def _server_pools() -> list[ThreadPoolExecutor]:

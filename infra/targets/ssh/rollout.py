@@ -4,7 +4,7 @@ one by default), none after one failed.
 Read-only work (state reads, health gates of unchanged hosts) and first starts (no engine serving on the host)
 never wait here, so a no-op and a first create run on every host at once; only a host whose running engine is
 about to restart takes its turn. A change that fails (its engine unhealthy, rolled back) ends the rollout; a host
-that cannot be reached fails alone, as any independent Pulumi resource does. One Rollout lives per Pulumi
+that cannot be reached, or whose connection is lost in its turn, fails alone, as any independent Pulumi resource does. One Rollout lives per Pulumi
 operation (the dynamic-provider plugin is one process per `pulumi up`); the direct driver (apply.py) orders hosts
 itself and passes none.
 """
@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from infra.errors import RemoteError
+from infra.errors import RemoteError, Unreachable
 
 ROLLING = "__rolling"  # the service's input that asks for turns; "__" keeps it out of diffs and outputs
 
@@ -59,6 +59,8 @@ class Rollout:
                 raise refused
             try:
                 yield
+            except Unreachable:
+                raise  # the host is lost, not the change wrong: the others go on (docs/ssh.md)
             except BaseException:
                 self.stop(label)
                 raise

@@ -4,13 +4,14 @@ from __future__ import annotations
 import io
 import shlex
 import socket
+import time
 import uuid
 import dataclasses
 from dataclasses import dataclass
 
 import paramiko
 
-from infra.errors import RemoteError
+from infra.errors import RemoteError, Unreachable
 from infra.targets.ssh.hostkeys import HostKeyPolicy, verify
 
 CONNECT_TIMEOUT_S = 15.0
@@ -88,7 +89,14 @@ class Session:
         return "" if self.conn.user == "root" else "sudo -n "
 
     def _fail(self, step: str, e: BaseException, fix: str) -> RemoteError:
-        return RemoteError(f"{step} failed: {type(e).__name__}: {e}", fix, where=f"host {self.conn.label}")
+        return Unreachable(f"{step} failed: {type(e).__name__}: {e}", fix, where=f"host {self.conn.label}")
+
+    def _lost(self, wait_s: float = 1.0) -> bool:
+        """Whether the connection closed (a command killed by a signal also ends with no exit status)."""
+        deadline = time.monotonic() + wait_s
+        while self._t.is_active() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return not self._t.is_active()
 
     def run(self, cmd: str, step: str, *, stdin: str | bytes = "", check: bool = True, timeout: float = 600) -> Result:
         """Run a shell command (as root); a non-zero exit raises RemoteError unless check is False."""
@@ -105,6 +113,10 @@ class Session:
             chan.close()
         except (OSError, EOFError, paramiko.SSHException) as e:
             raise self._fail(step, e, "check that the host is up and sshd is running, then apply again") from None
+        if code == -1 and self._lost():  # no exit status, and the connection is gone: sshd died mid-command
+            raise Unreachable(f"{step}: the SSH connection was lost before the command finished",
+                              "check that the host is up and sshd is running, then apply again",
+                              where=f"host {self.conn.label}")
         res = Result(code, out.decode(errors="replace"), err.decode(errors="replace"))
         if check and code != 0:
             tail = (res.err.strip() or res.out.strip())[-1500:]
@@ -115,9 +127,11 @@ class Session:
 
     def put(self, path: str, data: bytes, mode: int, step: str) -> None:
         """Write a file atomically and privately: a temporary file next to it, created 0600 (umask 077) before
-        its first byte, then given its mode and renamed into place. The data travels on stdin."""
+        its first byte, then given its mode and renamed into place. The data travels on stdin; a connection lost
+        mid-way ends cat's input as if it were complete, so only a temporary file of the full size is renamed."""
         tmp = shlex.quote(f"{path}.inferry-{uuid.uuid4().hex[:8]}")
-        self.run(f"umask 077 && cat > {tmp} && chmod {mode:o} {tmp} && mv -f {tmp} {shlex.quote(path)} "
+        self.run(f"umask 077 && cat > {tmp} && [ \"$(wc -c < {tmp})\" -eq {len(data)} ] && chmod {mode:o} {tmp} "
+                 f"&& mv -f {tmp} {shlex.quote(path)} "
                  f"|| {{ rc=$?; rm -f {tmp}; exit $rc; }}", step, stdin=data)
 
     def close(self) -> None:
@@ -153,7 +167,7 @@ def connect(ep: Conn, key: paramiko.PKey, step: str = "connect") -> Session:
     try:
         sock = socket.create_connection((ep.address, ep.port), timeout=CONNECT_TIMEOUT_S)
     except OSError as e:
-        raise RemoteError(f"{step}: cannot reach {ep.address}:{ep.port}: {e.strerror or e}",
+        raise Unreachable(f"{step}: cannot reach {ep.address}:{ep.port}: {e.strerror or e}",
                           "check the address and port, that the host is up, sshd is running and no firewall "
                           "blocks the port", where=where) from None
     t = paramiko.Transport(sock)
@@ -168,7 +182,7 @@ def connect(ep: Conn, key: paramiko.PKey, step: str = "connect") -> Session:
                           where=where) from None
     except (OSError, EOFError, paramiko.SSHException) as e:
         t.close()
-        raise RemoteError(f"{step}: SSH handshake failed: {type(e).__name__}: {e}",
+        raise Unreachable(f"{step}: SSH handshake failed: {type(e).__name__}: {e}",
                           "check that the port speaks SSH and sshd is healthy (see its log)", where=where) from None
     except RemoteError:
         t.close()
