@@ -20,6 +20,7 @@ from infra.lifecycle.stale import PENDING_WARNING, backend_folder, clear_own_pen
 from infra.stack.project import project_root
 from infra.stack.stackfile import Stack, read_yaml
 
+PARALLEL = 256  # resource operations at once: every host's step of a 64-host fleet; target.max_parallel bounds SSH
 PASSPHRASE_VARS = ("PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")
 
 
@@ -156,7 +157,7 @@ class AutomationDeployer:
         try:
             if action in ("outputs", "export_stack"):
                 return ws_stack.run(action)
-            kwargs = {"on_event": on_event, "config_file": self._config_file(stack)}
+            kwargs = {"on_event": on_event, "config_file": self._config_file(stack), **self._parallel()}
             if action != "preview":  # a summary read from `stack history` (no summary event) would decrypt config
                 kwargs["show_secrets"] = False
             return ws_stack.run(action, **kwargs)
@@ -208,6 +209,12 @@ class AutomationDeployer:
         if left:
             say(f"  warning: still pending from an interrupted update: {', '.join(left)}; check them, then run "
                 f"`pulumi refresh --stack {stack.name} --clear-pending-creates --yes`")
+
+    def _parallel(self) -> dict[str, int]:
+        """--parallel for the CLI: its default is 4 per CPU (pkg/cmd/pulumi/operations/up.go defaultParallel), so on
+        a 2-core machine a fleet's steps (each holding its call through the engine's load) went 8 at a time.
+        PULUMI_PARALLEL, when the user set it, stays the CLI's to read."""
+        return {} if self.environ.get("PULUMI_PARALLEL") else {"parallel": PARALLEL}
 
     def preview(self, stack: Stack, progress: Progress) -> Changes:
         """What `up` would change, streamed as progress."""
