@@ -92,3 +92,11 @@ def test_engine_events_become_readable_lines():
                                         "resourceChanges": {"create": 2, "same": 5}, "PolicyPacks": {}}))
     assert line == "done in 12s: 2 created, 5 unchanged"
     assert os.environ.get("PULUMI_CONFIG_PASSPHRASE") != "typed-secret"
+
+
+def test_the_cli_gets_parallelism_for_a_fleet_unless_the_user_chose_one(tmp_path):
+    """The CLI's own default is 4 per CPU; inferry asks for PARALLEL, and leaves PULUMI_PARALLEL to the CLI."""
+    from infra.lifecycle.automation import PARALLEL
+
+    assert AutomationDeployer(print, root=tmp_path, environ={})._parallel() == {"parallel": PARALLEL}
+    assert AutomationDeployer(print, root=tmp_path, environ={"PULUMI_PARALLEL": "16"})._parallel() == {}

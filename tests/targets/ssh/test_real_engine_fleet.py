@@ -1,9 +1,11 @@
-"""A fleet larger than Pulumi's provider host pool (four threads) comes up in one engine start, not in waves.
+"""A fleet larger than Pulumi's provider host pool (four threads) and than the CLI's default parallelism (four
+operations per CPU: eight on a 2-core machine) comes up in one engine start, not in waves.
 
-Real: the Pulumi CLI and engine, its Python provider host, six OpenSSH hosts, an rclone S3 store. Stand-in: the
+Real: the Pulumi CLI and engine, its Python provider host, ten OpenSSH hosts, an rclone S3 store. Stand-in: the
 GPU engine, which takes a few seconds to load. Witnessed on the hosts' side (tests/support/ssh_barrier.py): each
-host's first health check waits for every other host's, so it passes only if all six engines were being
-waited on at once; with four threads serving the calls, two hosts could not arrive until four had given up.
+host's first health check waits for every other host's, so it passes only if all ten engines were being
+waited on at once; with four threads serving the calls, or eight operations at once, the others could not
+arrive until the first had given up.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from tests.support.ssh_env import BUCKET, MODEL, PREFIX
 
 API_KEY = "sk-fleet-" + "4" * 24
 S3_KEYS = ("fleet-access-key", "fleet-secret-" + "8" * 16)
-HOSTS = 6
+HOSTS = 10
 
 
 @pytest.fixture(scope="module")
