@@ -38,6 +38,14 @@ def arg_problem(arg: str) -> str | None:
     return f"nests brackets deeper than {MAX_NESTING} levels" if deepest > MAX_NESTING else None
 
 
+def checkable_args(args: list[str]) -> list[str]:
+    """extra_args as given, or ValueError naming the first one no engine parser could take as one token."""
+    for i, arg in enumerate(args):
+        if problem := arg_problem(arg):
+            raise ValueError(f"argument {i + 1} ({short(arg)}) {problem}")
+    return args
+
+
 def option_problem(value: Any, depth: int = 0) -> str | None:
     """Why a value cannot go into TensorRT-LLM's --config YAML as it is, or None."""
     if depth > MAX_NESTING:
@@ -144,10 +152,7 @@ class VllmEngine(EngineBase):
     @field_validator("extra_args")
     @classmethod
     def _checkable_args(cls, v: list[str]) -> list[str]:
-        for i, arg in enumerate(v):
-            if problem := arg_problem(arg):
-                raise ValueError(f"argument {i + 1} ({short(arg)}) {problem}")
-        return v
+        return checkable_args(v)
 
 
 class TrtllmBuild(_Strict):

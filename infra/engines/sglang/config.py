@@ -5,9 +5,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from infra.stack.config_engines import EngineBase, arg_problem
+from infra.stack.config_engines import EngineBase, checkable_args
 from infra.stack.config_targets import INT32_MAX
-from infra.stack.problems import short
 
 VERSION = "0.5.23"  # the pinned release; its snapshot: infra/engines/snapshots/sglang-0.5.23.json
 
@@ -40,7 +39,4 @@ class SglangEngine(EngineBase):
     @field_validator("extra_args")
     @classmethod
     def _checkable_args(cls, v: list[str]) -> list[str]:
-        for i, arg in enumerate(v):
-            if problem := arg_problem(arg):
-                raise ValueError(f"argument {i + 1} ({short(arg)}) {problem}")
-        return v
+        return checkable_args(v)
