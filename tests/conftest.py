@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BUNDLED = ("aws-k8s", "eu-ssh", "staging")
 STACKS = [ROOT / "stacks" / f"Pulumi.{name}.yaml" for name in BUNDLED]
 pytest_plugins = ["tests.support.servers.fixtures", "tests.support.hosts.fixtures", "tests.support.cluster",
+                  "tests.support.node",
                   "tests.support.wheel"]
 
 
