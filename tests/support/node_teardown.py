@@ -90,6 +90,17 @@ class Teardown:
                     out.append(int(proc.name))
         return out
 
+    def cgroup_pids(self) -> set[int]:
+        """Every process in the node's cgroups, in any hierarchy."""
+        pids: set[int] = set()
+        for h in self.hierarchies():
+            for procs in (h / self.lay.cgroup_root.lstrip("/")).rglob("cgroup.procs"):
+                try:
+                    pids |= {int(p) for p in procs.read_text().split()}
+                except OSError:
+                    continue
+        return pids
+
     def _containers(self) -> None:
         if not self.lay.socket.exists():
             return
@@ -108,6 +119,8 @@ class Teardown:
                 _kill(self.pids[name])
         for pid in self.shim_pids():
             _kill(pid, timeout=2)
+        for pid in self.cgroup_pids():  # a container whose shim went first (its task is not containerd's now)
+            _kill(pid, timeout=0)
         for m in sorted((m for m in _mounts() if self._mine(m) or self._pod_netns(m)), key=len, reverse=True):
             subprocess.run(["umount", "-l", m], capture_output=True)
         for ns in _netns() - self.netns_before:
@@ -153,6 +166,7 @@ class Teardown:
         """Every trace still there, described."""
         found = [f"process {n} (pid {p})" for n, p in self.pids.items() if Path(f"/proc/{p}").exists() and not _zombie(p)]
         found += [f"containerd shim pid {p}" for p in self.shim_pids()]
+        found += [f"container process pid {p}" for p in self.cgroup_pids()]
         found += [f"mount {m}" for m in _mounts() if self._mine(m) or self._pod_netns(m)]
         found += [f"cgroup {h.name}{self.lay.cgroup_root}" for h in self.hierarchies()
                   if (h / self.lay.cgroup_root.lstrip("/")).exists()]

@@ -119,3 +119,26 @@ def test_destroy_removes_what_inferry_made_and_the_node_runs_nothing_of_it(vllm,
     assert gone.returncode != 0 and "NotFound" in gone.stderr
     left = cluster.kubectl("get", "pods", "-A", "--field-selector", f"spec.nodeName={node.name}", "-o", "name").stdout
     assert left.strip() == ""
+
+
+@pytest.fixture(scope="module")
+def trtllm(node, cluster, store, tmp_path_factory):
+    """The same stack with TensorRT-LLM (PyTorch backend: no engine build), behind the nginx auth proxy."""
+    project = Project(tmp_path_factory.mktemp("pods-trt") / "project")
+    d = on_the_node(cluster, store, "pods-trtllm")
+    d["engine"] = {"kind": "tensorrt-llm", "max_model_len": 32768}
+    project.write_stack("trt", d, SECRETS)
+    yield project
+    project.pulumi("destroy", "--yes", "--stack", "trt", check=False, timeout=600)
+
+
+def test_tensorrt_llm_serves_behind_its_auth_proxy_sidecar(trtllm, node, cluster):
+    trtllm.inferry("up", "trt", timeout=600)
+    pod = pod_of(cluster, "pods-trtllm")
+    assert {s["name"]: s["ready"] for s in pod["status"]["containerStatuses"]} == {"engine": True, "auth-proxy": True}
+    status, body = chat(node, cluster, "pods-trtllm", API_KEY, "200")
+    assert status == "200" and json.loads(body)["choices"], body
+    status, body = chat(node, cluster, "pods-trtllm", "sk-wrong", "401")
+    assert status == "401" and "missing or wrong API key" in body
+    trtllm.inferry("destroy", "trt", "--yes", timeout=600)
+    assert cluster.kubectl("get", "namespace", "pods-trtllm", check=False).returncode != 0
