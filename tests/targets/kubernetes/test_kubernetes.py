@@ -155,6 +155,7 @@ def test_build_job_runs_before_the_deployment_and_objects_wait_for_their_inputs(
     assert {"secrets", "config", "namespace"} <= set(waits["build"])
     assert {"rollout", "service"} <= set(waits["scaledobject"]) and waits["namespace"] == ()
     assert waits["rollout"] == ("deployment",)  # the rollout is awaited by inferry (rollout.py), then the rest
+    assert "rollout" in waits["service"]  # else pulumi-kubernetes' Service await holds a failed rollout 10 min
 
 
 def test_pods_select_only_serving_pods(rendered):

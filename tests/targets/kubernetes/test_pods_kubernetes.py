@@ -7,6 +7,7 @@ through the Service as a client inside the cluster's network sees it. The tests 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -142,3 +143,52 @@ def test_tensorrt_llm_serves_behind_its_auth_proxy_sidecar(trtllm, node, cluster
     assert status == "401" and "missing or wrong API key" in body
     trtllm.inferry("destroy", "trt", "--yes", timeout=600)
     assert cluster.kubectl("get", "namespace", "pods-trtllm", check=False).returncode != 0
+
+
+def failing_up(cluster, store, tmp_path_factory, namespace: str, change) -> tuple[Project, str, float]:
+    """`inferry up` of a stack that cannot roll out: (project, stderr, seconds it took); exit 1, no traceback."""
+    import time
+
+    project = Project(tmp_path_factory.mktemp(namespace) / "project")
+    d = on_the_node(cluster, store, namespace)
+    change(d)
+    project.write_stack("bad", d, SECRETS)
+    start = time.monotonic()
+    r = project.inferry("up", "bad", check=False, timeout=600)
+    took = time.monotonic() - start
+    assert r.returncode == 1 and "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
+    return project, r.stderr, took
+
+
+def test_an_image_the_node_does_not_have_fails_fast_naming_the_image_and_the_fix(node, cluster, store,
+                                                                                   tmp_path_factory):
+    image = "vllm/vllm-openai:v0.0.0-not-on-the-node"
+    project, err, took = failing_up(cluster, store, tmp_path_factory, "pods-pull",
+                                    lambda d: d["engine"].update(image=image))
+    try:
+        # the verify init container runs in the engine image: it is the first to need it
+        assert re.search(r"did not roll out: pod \S+, container verify-weights: (ErrImagePull|ImagePullBackOff)", err), err
+        assert image in err and "engine.image" in err, err
+        assert took < 110, took  # before the stack's startup timeout (120 s)
+    finally:
+        project.inferry("destroy", "bad", "--yes", timeout=600)
+
+
+def test_an_engine_that_exits_at_start_is_reported_with_its_last_log_lines(node, cluster, store, tmp_path_factory):
+    model = tmp_path_factory.mktemp("broken") / "m"
+    make_model(model, shards=(1 << 20,))
+    (model / "config.json").unlink()  # the engine refuses a model folder without it, and exits
+    from typer.testing import CliRunner
+
+    from cli.main import app
+
+    r = CliRunner().invoke(app, ["weights", "push", str(model), "-p", "broken-model", "--endpoint", store.endpoint,
+                                 "--bucket", "inferry-weights"])
+    assert r.exit_code == 0, r.output
+    project, err, _ = failing_up(cluster, store, tmp_path_factory, "pods-crash",
+                                 lambda d: d["model"].update(weights="broken-model"))
+    try:
+        assert "container engine: CrashLoopBackOff" in err, err
+        assert "its last log lines:" in err and "no config.json in it" in err, err
+    finally:
+        project.inferry("destroy", "bad", "--yes", timeout=600)
