@@ -3,6 +3,7 @@ probe and answers through a ClusterIP Service; stopping the node leaves nothing 
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -66,6 +67,4 @@ def test_stopping_a_node_leaves_no_process_mount_cgroup_or_namespace(cluster):
 
 def node_number_beside(cluster) -> int:
     """A node number no running node of this session uses."""
-    import os
-
     return (os.getpid() + 125) % 250 + 1
