@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent set-up on a fresh Debian/Ubuntu machine with Python 3.11+: a venv with inferry in it.
 # With --test it also installs what the test suite needs (OpenSSH server, iproute2, curl, python3, Docker's engine,
-# debootstrap) when run as root, and builds the programs the suite drives (scripts/tools.sh: the Pulumi CLI,
-# Docker Compose v2; cached).
+# debootstrap, containerd and the CNI plugins) when run as root, and builds the programs the suite drives
+# (scripts/tools.sh: the Pulumi CLI, Docker Compose v2, a Kubernetes control plane and node; cached).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
@@ -26,6 +26,13 @@ if [ "${1:-}" = "--test" ]; then
   # engine image is built with debootstrap from Debian's packages (tests/support/hosts/image.py).
   [ -x /usr/sbin/dockerd ] && [ -x /usr/bin/docker ] || need+=(docker.io)
   command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || need+=(debootstrap)
+  # The cluster tests' real node (tests/support/node.py): Debian's containerd (and runc), the CNI plugins, and
+  # what kube-proxy drives (iptables, conntrack; nftables for its nftables mode).
+  [ -x /usr/bin/containerd ] || need+=(containerd)
+  [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
+  [ -x /usr/sbin/conntrack ] || need+=(conntrack)
+  [ -x /usr/sbin/iptables ] || need+=(iptables)
+  [ -x /usr/sbin/nft ] || need+=(nftables)
   if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then
       echo "the test suite needs: ${need[*]} (run as root, or install them first)" >&2

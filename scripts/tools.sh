@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build (or find) the external programs the suite drives, from Go modules: the Pulumi CLI and its Python plugins,
 # Docker Compose v2, and for Kubernetes a control plane (kube-apiserver, controller-manager, scheduler, kubectl,
-# etcd, kwok) and the Pulumi Kubernetes provider. Usage: scripts/tools.sh [all|pulumi|compose|cluster].
+# etcd, kwok), a node (kubelet, kube-proxy) and the Pulumi Kubernetes provider. Usage: scripts/tools.sh [all|pulumi|compose|cluster].
 # `pulumi` includes the Python language host (typed `pulumi up`), built when no official one is on PATH.
 # Idempotent and cached under $INFERRY_TOOLS (default ~/.cache/inferry/tools); prints the folder to put on
 # PATH as its last line. A `pulumi` already on PATH (the official install) wins over a build.
@@ -109,11 +109,16 @@ compose_tool() {
     "-X github.com/docker/compose/v2/internal.Version=$COMPOSE_VERSION"
 }
 
-# Kubernetes' control plane and kubectl. k8s.io/kubernetes's go.mod points its staging modules (k8s.io/api,
-# client-go, ...) at ./staging: the wrapper replaces each with the published v0.<minor>.<patch> of the same
-# release, listed from that go.mod, and sets the version the binaries report.
+# Kubernetes' control plane and kubectl, and the node's kubelet and kube-proxy. k8s.io/kubernetes's go.mod points
+# its staging modules (k8s.io/api, client-go, ...) at ./staging: the wrapper replaces each with the published
+# v0.<minor>.<patch> of the same release, listed from that go.mod, and sets the version the binaries report.
+# The node's binaries are a step of their own (its own wrapper and cache key): adding them did not rebuild the
+# control plane, and with the Go build cache that build left they take about a minute.
 KUBE_BINS="kube-apiserver kube-controller-manager kube-scheduler kubectl"
-_kubernetes() {
+KUBE_NODE_BINS="kubelet kube-proxy"
+_kubernetes() { _kube_build $KUBE_BINS; }
+_kubernetes_node() { _kube_build $KUBE_NODE_BINS; }
+_kube_build() {  # BINARY...
   local minor=${KUBE_VERSION#v1.} b gomod m ver
   minor=${minor%%.*}
   for m in component-base/version client-go/pkg/version; do
@@ -124,8 +129,8 @@ _kubernetes() {
   for m in $(awk '/=> \.\/staging\//{print $1}' "$gomod"); do
     go mod edit -replace "$m=$m@v0.${KUBE_VERSION#v1.}"
   done
-  for b in $KUBE_BINS; do go get "k8s.io/kubernetes/cmd/$b@$KUBE_VERSION"; done
-  for b in $KUBE_BINS; do
+  for b in "$@"; do go get "k8s.io/kubernetes/cmd/$b@$KUBE_VERSION"; done
+  for b in "$@"; do
     go build -trimpath -ldflags "-s -w $ver" -o "$BIN/$b.tmp" "k8s.io/kubernetes/cmd/$b"
     mv "$BIN/$b.tmp" "$BIN/$b"
   done
@@ -150,9 +155,11 @@ _k8s_provider() {
 }
 
 # etcd (Debian's 3.4 is older than Kubernetes 1.36 supports), kwok/kwokctl (runs the control plane from these
-# binaries, with fake nodes), and the provider.
+# binaries, with fake nodes), the real node's kubelet and kube-proxy, and the provider.
 cluster_tools() {
   cached "$TOOLS/src/kubernetes-$KUBE_VERSION" "$KUBE_VERSION" "$KUBE_BINS $KUBE_VERSION" _kubernetes
+  for b in $KUBE_NODE_BINS; do [ -x "$BIN/$b" ] || rm -f "$TOOLS/src/kubernetes-node-$KUBE_VERSION/.built"; done
+  cached "$TOOLS/src/kubernetes-node-$KUBE_VERSION" "$KUBE_VERSION" "$KUBE_NODE_BINS $KUBE_VERSION" _kubernetes_node
   go_build etcd "go.etcd.io/etcd/server/v3@$ETCD_VERSION" "-X go.etcd.io/etcd/api/v3/version.GitSHA=release"
   go_build kwokctl "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION" "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
   go_build kwok "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"

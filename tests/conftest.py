@@ -20,7 +20,7 @@ STACKS = [ROOT / "stacks" / f"Pulumi.{name}.yaml" for name in BUNDLED]
 # import, since test modules load stacks while they are collected.
 register_checks()
 pytest_plugins = ["tests.support.servers.fixtures", "tests.support.hosts.fixtures", "tests.support.cluster",
-                  "tests.support.wheel", "tests.support.markers"]
+                  "tests.support.wheel", "tests.support.markers", "tests.support.node"]
 
 
 @pytest.fixture(scope="session", autouse=True)

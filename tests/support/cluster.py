@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 NEEDED = ("kwokctl", "kwok", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl",
           "pulumi-resource-kubernetes")
 CRDS = ROOT / "tests" / "schemas" / "crds"
+FAKE = "kwok.x-k8s.io/node=fake"  # the annotation of the nodes kwok plays
 
 
 def cluster_tools() -> dict[str, str]:
@@ -57,7 +58,7 @@ def gpu_node(name: str, gpus: int, product: str) -> dict[str, Any]:
     """A fake node with GPUs as NVIDIA's device plugin and feature discovery would label and size it."""
     capacity = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": str(gpus)}
     return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
+            "metadata": {"name": name, "annotations": {FAKE.split("=")[0]: FAKE.split("=")[1]},
                          "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
                                     "kubernetes.io/arch": "amd64", "type": "kwok", "nvidia.com/gpu.product": product}},
             "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
@@ -81,6 +82,16 @@ class Cluster:
     def context(self) -> str:
         """The context kwokctl names."""
         return f"kwok-{self.name}"
+
+    def admin_config(self) -> dict[str, Any]:
+        """The kubeconfig as a dict, certificate paths absolute (kwokctl writes them so)."""
+        return yaml.safe_load(self.kubeconfig.read_text())
+
+    @property
+    def server(self) -> str:
+        """The API server's URL (https://127.0.0.1:PORT; it binds every address of this machine)."""
+        (c,) = [c for c in self.admin_config()["clusters"] if c["name"] == self.context]
+        return c["cluster"]["server"]
 
     def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
         """kubectl against this cluster."""
@@ -112,6 +123,11 @@ class Cluster:
                           "--kube-apiserver-binary", t["kube-apiserver"], "--etcd-binary", t["etcd"],
                           "--kube-controller-manager-binary", t["kube-controller-manager"],
                           "--kube-scheduler-binary", t["kube-scheduler"], "--kwok-controller-binary", t["kwok"],
+                          # the real node's kubelet is reached at its InternalIP (tests/support/node.py), and kwok
+                          # leaves that node alone (kwokctl makes it manage all nodes: it set pods' status there)
+                          "--extra-args", "kube-apiserver=kubelet-preferred-address-types=InternalIP",
+                          "--extra-args", "kwok-controller=manage-all-nodes=false",
+                          "--extra-args", f"kwok-controller=manage-nodes-with-annotation-selector={FAKE}",
                           "--wait", "120s")
         if r.returncode != 0:
             raise RuntimeError(f"kwokctl create cluster failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")

@@ -52,7 +52,8 @@ class Project:
         home.mkdir(exist_ok=True)
         self.env = {**os.environ, "PATH": tools_path(), "PULUMI_HOME": str(home), "PULUMI_SKIP_UPDATE_CHECK": "true",
                     "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true", "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE,
-                    **(env or {})}
+                    # the checkout under test, also where the venv's editable install is another checkout's
+                    "PYTHONPATH": str(ROOT), **(env or {})}
         self.env.pop("PULUMI_BACKEND_URL", None)
 
     @property

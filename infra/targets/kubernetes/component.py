@@ -77,8 +77,10 @@ class KubernetesTarget(pulumi.ComponentResource):
         if ctx.spec.build is not None:
             base.append(self._build_job(base))
         deployment = self._deployment(base)
-        service = self._make(k8s.core.v1.Service, "service", base, metadata=ctx.meta(ctx.name, "engine"),
-                             spec=scaling.service_spec(ctx))
+        # After the rollout: pulumi-kubernetes awaits a Service's ready endpoints for 10 minutes, which held a
+        # failed rollout's `up` that long on a real node (its pods exist but never become ready).
+        service = self._make(k8s.core.v1.Service, "service", base + [deployment],
+                             metadata=ctx.meta(ctx.name, "engine"), spec=scaling.service_spec(ctx))
         self._extras(base + [deployment, service])
         url = self._url()
         self.endpoint = pulumi.Output.all(deployment.id, service.id).apply(lambda _: url)

@@ -34,8 +34,11 @@ def engine_port_name(ctx: Ctx) -> str:
 def probes(ctx: Ctx) -> dict[str, Any]:
     """Startup sized for model loading (startup_timeout_s), then readiness and liveness on the health path."""
     # Always the pod's service port: behind the auth proxy the engine binds 127.0.0.1, which the kubelet
-    # cannot reach; the proxy passes the health path through without a key.
-    get = {"path": ctx.spec.health_path, "port": "http"}
+    # cannot reach; the proxy passes the health path through without a key. There the port is a number: the
+    # kubelet looks a named port up in the probed container's own ports only, and "http" is the proxy's (a real
+    # kubelet failed every engine probe with `strconv.Atoi: parsing "http"`).
+    port = ctx.spec.port if ctx.spec.needs_auth_proxy else "http"
+    get = {"path": ctx.spec.health_path, "port": port}
     failures = max(1, math.ceil(ctx.t.startup_timeout_s / STARTUP_PERIOD_S))
     return {
         "startupProbe": {"httpGet": get, "periodSeconds": STARTUP_PERIOD_S, "failureThreshold": failures,

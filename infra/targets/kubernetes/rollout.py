@@ -17,6 +17,7 @@ from infra.errors import InferryError, reported
 
 FATAL_WAITING = ("ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CrashLoopBackOff",
                  "CreateContainerConfigError")
+LOG_LINES = 10
 INPUTS = ("kubeconfig", "context", "namespace", "name", "revision", "schedule_timeout_s", "startup_timeout_s")
 
 
@@ -53,17 +54,33 @@ def available(dep: Any) -> bool:
             and (st.updated_replicas or 0) >= want and (st.ready_replicas or 0) >= want)
 
 
-def stuck(pods: list[Any]) -> tuple[str, str] | None:
-    """(kind, message) of the first pod that cannot become ready: unschedulable, or a fatal container state."""
+def stuck(pods: list[Any]) -> tuple[str, str, tuple[str, str] | None] | None:
+    """(kind, message, (pod, container) that crash-loops) of the first pod that cannot become ready:
+    unschedulable, or a fatal container state."""
     for p in pods:
         for c in p.status.conditions or []:
             if c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable":
-                return "schedule", f"pod {p.metadata.name} cannot be scheduled: {c.message}"
+                return "schedule", f"pod {p.metadata.name} cannot be scheduled: {c.message}", None
         for cs in (p.status.init_container_statuses or []) + (p.status.container_statuses or []):
             waiting = cs.state.waiting if cs.state else None
             if waiting and waiting.reason in FATAL_WAITING:
-                return "container", f"pod {p.metadata.name}, container {cs.name}: {waiting.reason}: {waiting.message or ''}"
+                crashed = (p.metadata.name, cs.name) if waiting.reason == "CrashLoopBackOff" else None
+                return ("container", f"pod {p.metadata.name}, container {cs.name}: {waiting.reason}: "
+                        f"{waiting.message or ''}", crashed)
     return None
+
+
+def last_lines(core: Any, namespace: str, crashed: tuple[str, str] | None, lines: int = LOG_LINES) -> str:
+    """The crashed container's last log lines (its previous run), indented; empty when none can be read."""
+    if crashed is None:
+        return ""
+    try:
+        text = core.read_namespaced_pod_log(crashed[0], namespace, container=crashed[1], previous=True,
+                                            tail_lines=lines)
+    except Exception:  # noqa: BLE001  (the reason stands without its log; a log is not always kept)
+        return ""
+    body = "\n".join(f"    {line}" for line in (text or "").rstrip().splitlines())
+    return f"\n  its last log lines:\n{body}" if body else ""
 
 
 def wait(w: Watch, clock=time.monotonic) -> None:
@@ -78,7 +95,8 @@ def wait(w: Watch, clock=time.monotonic) -> None:
         found = stuck(core.list_namespaced_pod(w.namespace, label_selector=selector).items)
         now = clock()
         if found and found[0] == "container":
-            raise _error(w, found[1], "fix the image (engine.image) or the engine's options shown above")
+            raise _error(w, found[1] + last_lines(core, w.namespace, found[2]),
+                         "fix the image (engine.image) or the engine's options shown above")
         unschedulable_since = (unschedulable_since or now) if found else None
         if found and now - unschedulable_since > w.schedule_timeout_s:
             raise _error(w, found[1], "ask for fewer GPUs per replica (engine.tensor_parallel_size, "

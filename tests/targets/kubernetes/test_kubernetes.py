@@ -91,7 +91,8 @@ def test_engine_without_key_check_gets_the_auth_proxy_in_front(rendered):
     assert spec.needs_auth_proxy and spec.listen_port != spec.port
     engine, proxy = by_kind(manifests, "Deployment")[0]["spec"]["template"]["spec"]["containers"]
     assert engine["ports"] == [{"name": "engine", "containerPort": spec.listen_port, "protocol": "TCP"}]
-    assert engine["startupProbe"]["httpGet"]["port"] == "http"  # the engine binds 127.0.0.1: probe via the proxy
+    # The engine binds 127.0.0.1: probe via the proxy, by number (a named port is looked up in the engine's own)
+    assert {engine[p]["httpGet"]["port"] for p in ("startupProbe", "readinessProbe", "livenessProbe")} == {spec.port}
     assert proxy["ports"][0]["containerPort"] == spec.port and proxy["ports"][0]["name"] == "http"
     key = next(e for e in proxy["env"] if e["name"] == "INFERRY_API_KEY")
     assert key["valueFrom"]["secretKeyRef"]["key"] == "serving.api_key"
@@ -157,6 +158,7 @@ def test_build_job_runs_before_the_deployment_and_objects_wait_for_their_inputs(
     assert {"secrets", "config", "namespace"} <= set(waits["build"])
     assert {"rollout", "service"} <= set(waits["scaledobject"]) and waits["namespace"] == ()
     assert waits["rollout"] == ("deployment",)  # the rollout is awaited by inferry (rollout.py), then the rest
+    assert "rollout" in waits["service"]  # else pulumi-kubernetes' Service await holds a failed rollout 10 min
 
 
 def test_pods_select_only_serving_pods(rendered):

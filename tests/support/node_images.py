@@ -1,0 +1,122 @@
+"""Images for the real node, made offline as one docker-save archive that `ctr image import` loads (no registry).
+
+Every image shares one layer, the stand-in engine image's root filesystem (tests/support/hosts/image.py: Debian
+minbase with python3, PyYAML, nginx, and the stand-ins). On top of it:
+- the engines' images (the names the stacks render), run with the command the pod spec gives;
+- the sandbox (pause) image: the same layer, `sleep infinity` as its command;
+- the weights fetch image (the target's `fetch_image`): the real aws CLI v1 and its pure-Python dependencies,
+  copied from this venv (Debian's awscli 2.9 ignores AWS_ENDPOINT_URL, which the fetch script relies on);
+- the auth proxy's nginx image: an entrypoint that renders /etc/nginx/templates/*.template with the
+  environment, as the official nginx image's envsubst step does, then runs nginx.
+Cached under the images folder by the content of its inputs.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tarfile
+from importlib import metadata
+from pathlib import Path
+
+from tests.support.hosts.image import CACHE, standin_image
+
+SANDBOX_IMAGE = "inferry.test/pause:1"
+SITE = "usr/local/lib/python3.11/dist-packages"
+AWS = "#!/bin/sh\nexec python3 -m awscli \"$@\"\n"
+# Like the nginx image's 20-envsubst-on-templates.sh: only defined variables are replaced, so nginx's own
+# $variables stay.
+ENTRYPOINT = """#!/usr/bin/python3
+import os, pathlib, re
+for t in pathlib.Path("/etc/nginx/templates").glob("*.template"):
+    text = re.sub(r"\\$\\{(\\w+)\\}", lambda m: os.environ.get(m.group(1), m.group(0)), t.read_text())
+    pathlib.Path("/etc/nginx/conf.d", t.name[:-len(".template")]).write_text(text)
+os.execvp("nginx", ["nginx", "-g", "daemon off;"])
+"""
+
+
+def _requirements(name: str, seen: set[str]) -> set[str]:
+    """name and every distribution it requires, transitively (markers and extras ignored)."""
+    key = name.lower().replace("_", "-")
+    if key in seen:
+        return seen
+    seen.add(key)
+    for req in metadata.requires(name) or []:
+        if "extra ==" in req:
+            continue
+        dep = req.split(";")[0].strip()
+        dep = dep.split("[")[0].split(" ")[0]
+        for sep in "<>=!~(":
+            dep = dep.split(sep)[0]
+        _requirements(dep.strip(), seen)
+    return seen
+
+
+def awscli_files() -> list[tuple[str, Path]]:
+    """(path in the image, file here) of the aws CLI's distributions (PyYAML comes from Debian's package)."""
+    out = []
+    for dist in sorted(_requirements("awscli", set()) - {"pyyaml"}):
+        d = metadata.distribution(dist)
+        for f in d.files or []:
+            if str(f).startswith("..") or f.suffix == ".pyc":
+                continue
+            out.append((f"{SITE}/{f}", Path(d.locate_file(f))))
+    return out
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode, info.mtime = len(data), mode, 0
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _layer(files: list[tuple[str, bytes, int]]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data, mode in files:
+            _add(tar, name, data, mode)
+    return buf.getvalue()
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _config(diff_ids: list[str], cmd: list[str] | None, entrypoint: list[str] | None = None) -> bytes:
+    cfg = {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]}
+    if cmd:
+        cfg["Cmd"] = cmd
+    if entrypoint:
+        cfg["Entrypoint"] = entrypoint
+    return json.dumps({"architecture": "amd64", "os": "linux", "config": cfg,
+                       "rootfs": {"type": "layers", "diff_ids": [f"sha256:{d}" for d in diff_ids]}}).encode()
+
+
+def node_images(engines: list[str], fetch: str, proxy: str) -> Path:
+    """The archive with every image above under its name (built once per inputs)."""
+    base = standin_image()
+    aws = _layer([(n, p.read_bytes(), 0o644) for n, p in awscli_files()] + [("usr/local/bin/aws", AWS.encode(), 0o755)])
+    nginx = _layer([("docker-entrypoint.py", ENTRYPOINT.encode(), 0o755), ("etc/nginx/templates/.keep", b"", 0o644)])
+    key = hashlib.sha256(json.dumps([base.name, engines, fetch, proxy, SANDBOX_IMAGE]).encode() + aws + nginx)
+    out = CACHE / f"node-{key.hexdigest()[:12]}.tar"
+    if out.exists():
+        return out
+    base_id, aws_id, nginx_id = _sha256_file(base), hashlib.sha256(aws).hexdigest(), hashlib.sha256(nginx).hexdigest()
+    images = [(engines, [base_id], None, None), ([SANDBOX_IMAGE], [base_id], ["sleep", "infinity"], None),
+              ([fetch], [base_id, aws_id], ["aws"], None), ([proxy], [base_id, nginx_id], None, ["/docker-entrypoint.py"])]
+    manifest = []
+    with tarfile.open(f"{out}.tmp", "w") as tar:
+        tar.add(base, f"{base_id}/layer.tar")
+        _add(tar, f"{aws_id}/layer.tar", aws)
+        _add(tar, f"{nginx_id}/layer.tar", nginx)
+        for i, (names, layers, cmd, entry) in enumerate(images):
+            _add(tar, f"config-{i}.json", _config(layers, cmd, entry))
+            manifest.append({"Config": f"config-{i}.json", "RepoTags": names, "Layers": [f"{d}/layer.tar" for d in layers]})
+        _add(tar, "manifest.json", json.dumps(manifest).encode())
+    os.replace(f"{out}.tmp", out)
+    return out
