@@ -10,7 +10,7 @@ from infra.component.args import DeploymentArgs
 from infra.errors import ConfigError, Problem
 from infra.stack.config import Deployment
 from infra.stack.late import Late, is_output, replaced
-from infra.stack.secretfix import SecretField
+from infra.stack.secretfix import KEY_STAND_IN, SecretField
 from infra.stack.validate import checked, require_valid
 
 # Where each secret sits in the sections; the checked deployment holds the stack file's reference form there.
@@ -19,7 +19,7 @@ SECRET_AT = {SecretField.PRIVATE_KEY: ("target", "private_key"), SecretField.API
              SecretField.S3_SECRET: ("storage", "secret_access_key"), SecretField.HF_TOKEN: ("model", "hf_token")}
 # The variables those references name: `pulumi refresh` of SSH hosts reads the private key from its own
 # (a refresh gets no secret inputs; the stack-file program's reference is a config key instead).
-STAND_IN = {SecretField.PRIVATE_KEY: "INFERRY_SSH_PRIVATE_KEY", SecretField.API_KEY: "INFERRY_API_KEY",
+STAND_IN = {SecretField.PRIVATE_KEY: KEY_STAND_IN, SecretField.API_KEY: "INFERRY_API_KEY",
             SecretField.S3_ACCESS: "INFERRY_S3_ACCESS_KEY", SecretField.S3_SECRET: "INFERRY_S3_SECRET_KEY",
             SecretField.HF_TOKEN: "INFERRY_HF_TOKEN"}
 SECTIONS = ("model", "engine", "target", "storage", "provider", "serving", "policy")

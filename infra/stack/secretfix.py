@@ -19,6 +19,9 @@ class SecretField:
 CONFIG_KEYS = {SecretField.API_KEY: "apiKey", SecretField.S3_ACCESS: "s3AccessKey",
                SecretField.S3_SECRET: "s3SecretKey", SecretField.PRIVATE_KEY: "sshPrivateKey",
                SecretField.HF_TOKEN: "hfToken"}
+# The reference a component's private key holds (infra/component/prepare.py): the key is a value from another
+# resource, which no reference can give back to a later delete, replacement or refresh.
+KEY_STAND_IN: Final = "INFERRY_SSH_PRIVATE_KEY"
 # Stands for the stack's name in a hint made before the name is known; the loaders put the name in.
 STACK = "STACK"
 

@@ -169,3 +169,14 @@ def test_an_address_that_resolves_to_a_bad_value_fails_before_the_host_step():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120).stdout
     assert "refused:" in out and "target.hosts[0].address: not an allowed value" in out, out
     assert "host steps: 0" in out, out
+
+
+def test_only_a_components_key_is_kept_as_an_output_of_the_ssh_steps():
+    from infra.targets.ssh.providers import kept_key
+
+    # the component's stand-in reference: no later call could get the key back, so state keeps it (secret)
+    assert kept_key({"private_key": "KEY", "private_key_ref": {"env": "INFERRY_SSH_PRIVATE_KEY"}}) == {
+        "private_key": "KEY"}
+    # a stack file's reference still gives it back: the key stays out of state, as before
+    assert kept_key({"private_key": "KEY", "private_key_ref": {"config": "sshPrivateKey"}}) == {}
+    assert kept_key({"private_key": "KEY", "private_key_ref": {"env": "MY_KEY"}}) == {}

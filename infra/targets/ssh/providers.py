@@ -11,6 +11,7 @@ from typing import Any
 from pulumi.dynamic import ConfigureRequest, CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from infra.errors import reported
+from infra.stack.secretfix import KEY_STAND_IN
 from infra.targets.ssh.hostcalls import serve_more_calls
 from infra.targets.ssh.rollout import ROLLING, ROLLOUT
 
@@ -45,6 +46,14 @@ def _plain(value: Any) -> Any:
 
 def _digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(_plain(value), sort_keys=True, default=str).encode()).hexdigest()
+
+
+def kept_key(props: dict) -> dict:
+    """The private key as an output (a secret in state, as its input was) where no reference gives it back: a
+    component's key is another resource's value, and delete, replacement and refresh get only the outputs."""
+    if (props.get("private_key_ref") or {}).get("env") == KEY_STAND_IN and props.get("private_key"):
+        return {"private_key": props["private_key"]}
+    return {}
 
 
 def fingerprint(props: dict) -> dict:
@@ -102,7 +111,7 @@ class _Step(ResourceProvider, ABC):
     def read(self, id_: str, props: dict) -> ReadResult:
         """`pulumi refresh`: what differs on the host from the last apply is recorded as `drift`, and the next
         `up` sees the resource changed and converges it. Nothing on the host is changed here."""
-        key = self._resolve(props.get("private_key_ref") or {})
+        key = props.get("private_key") or self._resolve(props.get("private_key_ref") or {})
         with _slot(int(props.get("max_parallel", 64))):
             drift = self._drift(props, key)
         fp = {**(props.get("fingerprint") or {}), "host": _digest(drift) if drift else IN_SYNC}
@@ -112,7 +121,7 @@ class _Step(ResourceProvider, ABC):
         with _slot(int(props.get("max_parallel", 64))):
             report = self._apply(props)
         keep = {k: v for k, v in props.items() if k not in SECRETS and not k.startswith("__")}
-        return {**keep, **report, "drift": [], "fingerprint": fingerprint(props)}
+        return {**keep, **kept_key(props), **report, "drift": [], "fingerprint": fingerprint(props)}
 
     def _resolve(self, ref: dict) -> str:
         """A secret by reference: Pulumi config (given to configure) or an environment variable."""
