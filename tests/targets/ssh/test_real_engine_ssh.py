@@ -87,7 +87,7 @@ def changes(stdout: str) -> list[tuple[str, str]]:
 
 def test_preview_shows_the_plan_and_creates_nothing(world):
     r = world.project.inferry("preview", "two")
-    assert re.search(r"two would change: 11 create$", r.stdout, re.M), r.stdout
+    assert re.search(r"two would change: 12 create$", r.stdout, re.M), r.stdout
     assert world.project.resources("two") == {}
     assert all(ops_log(h) == [] and h.engine_starts() == [] for h in world.hosts)
 
@@ -106,7 +106,7 @@ def test_up_streams_progress_and_serves_with_the_key_only(world):
         assert barrier.all_at_once(), barrier.spans()
     assert streamed, "progress arrived only at the end"
     out = "".join(lines)
-    assert len(changes(out)) == 10 and {v for v, _ in changes(out)} == {"created"}  # and the Stack
+    assert len(changes(out)) == 11 and {v for v, _ in changes(out)} == {"created"}  # and the Stack (the Deployment component is one of them)
     assert f"endpoint: http://{world.hosts[0].address}:8080/v1" in out
     lb = f"http://{world.hosts[0].address}:8080"
     assert probe.chat_check(lb + "/v1", API_KEY, MODEL)
@@ -122,7 +122,7 @@ def test_up_streams_progress_and_serves_with_the_key_only(world):
 def test_second_up_changes_nothing_on_any_host(world):
     before = [(ops_log(h), len(h.engine_starts())) for h in world.hosts]
     r = world.project.inferry("up", "two")
-    assert changes(r.stdout) == [] and re.search(r"done in \S+: 11 unchanged$", r.stdout, re.M), r.stdout
+    assert changes(r.stdout) == [] and re.search(r"done in \S+: 12 unchanged$", r.stdout, re.M), r.stdout
     assert [(ops_log(h), len(h.engine_starts())) for h in world.hosts] == before
 
 
@@ -175,7 +175,7 @@ def test_verify_weights_hashes_every_file_again_and_repairs_only_that(world):
 def test_engine_option_updates_services_one_host_at_a_time(world):
     world.project.set_deployment("two", world.deployment(max_num_seqs=64))
     r = world.project.inferry("preview", "two")
-    assert re.search(r"two would change: 2 update, 9 unchanged$", r.stdout, re.M), r.stdout
+    assert re.search(r"two would change: 2 update, 10 unchanged$", r.stdout, re.M), r.stdout
     assert sorted(re.findall(r"^  would (\S+) \S+ (\S+)$", r.stdout, re.M)) == [("update", "ssh-re1-service"), ("update", "ssh-re2-service")]
     starts = [len(h.engine_starts()) for h in world.hosts]
     poller = Poller([(f"http://{world.hosts[0].address}:8080", API_KEY), (world.replica(0), API_KEY),
