@@ -69,7 +69,7 @@ def test_migrate_through_the_real_engine_without_downtime(stacks):
     for rel, data in FILES.items():  # b's store got the bytes a's store holds, checked here
         got = (servers["b"].root / BUCKET / PREFIX / rel).read_bytes()
         assert hashlib.sha256(got).digest() == hashlib.sha256(data).digest()
-    assert project.resources("a") == {} and len(project.resources("b")) == 8
+    assert project.resources("a") == {} and len(project.resources("b")) == 9  # with the Deployment component
 
 
 @pytest.fixture
@@ -94,7 +94,7 @@ def tmp_model(folder):
 def test_destroy_through_inferry_then_again_finds_nothing(b_serving):
     project, hosts, _ = b_serving
     r = project.inferry("destroy", "b", "--yes")
-    assert "b destroyed: 7 delete" in r.stdout and "  deleted pulumi-python:dynamic/inferry:SshService ssh-rmb-service" \
+    assert "b destroyed: 8 delete" in r.stdout and "  deleted pulumi-python:dynamic/inferry:SshService ssh-rmb-service" \
         in r.stdout, r.stdout
     assert project.resources("b") == {} and not probe.healthy(f"http://{hosts['b'].address}:8000/v1")
     assert "b destroyed: no resources" in project.inferry("destroy", "b", "--yes").stdout
