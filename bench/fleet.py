@@ -18,14 +18,13 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.ssh import API_KEY, CACHE, KEYS, MODEL, Side, deployment, pyinfra_folder  # noqa: E402
-from bench.up import header, row, timed  # noqa: E402
+from bench.up import bench_world, fresh_hosts, header, row, timed  # noqa: E402
 
 RUNS = ("first", "no-op", "rolling")
 BATCH = "25%"
@@ -78,8 +77,7 @@ def sides(network, server, tmp: Path, hosts, start_s: float) -> list[tuple[Side,
 
 def bench(network, server, tmp: Path, n: int, repeat: int, start_s: float) -> dict[str, list[float]]:
     """Seconds per round for each (tool, run) on n fresh hosts whose engines take start_s to load."""
-    hosts = network.add_hosts([f"f{n}x{i}" for i in range(n)])
-    try:
+    with fresh_hosts(network, [f"f{n}x{i}" for i in range(n)]) as hosts:
         for h in hosts:
             h.exec(f"mkdir -p {CACHE}/{MODEL} && echo '{{}}' > {CACHE}/{MODEL}/config.json", check=True)
             h.set_standin(startup_s=start_s)
@@ -93,9 +91,6 @@ def bench(network, server, tmp: Path, n: int, repeat: int, start_s: float) -> di
                 rows[f"{side.name} rolling"].append(after.time())
                 side.reset()
         return rows
-    finally:
-        for h in hosts:
-            network.remove_host(h)
 
 
 def main() -> None:
@@ -105,25 +100,17 @@ def main() -> None:
     p.add_argument("--engine-start-s", type=float, default=20.0)
     p.add_argument("--repeat", type=int, default=3)
     args = p.parse_args()
-    from tests.support.hosts.network import HostNetwork
-    from tests.support.servers.s3 import S3Server
-
-    tmp = Path(tempfile.mkdtemp(prefix="inferry-bench-fleet-"))
     print(f"engine start {args.engine_start_s:g} s, {args.repeat} round(s), load average before: "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     firsts: dict[str, dict[int, float]] = {"inferry": {}, "pyinfra": {}}
-    with HostNetwork() as network:
-        server = S3Server(tmp / "s3", *KEYS, network.gateway, 0).start()
-        try:
-            print(header("inferry up", "pyinfra -y"), flush=True)
-            for n in args.hosts:
-                rows = bench(network, server, tmp, n, args.repeat, args.engine_start_s)
-                for run in RUNS:
-                    print(row(n, run, rows[f"inferry {run}"], rows[f"pyinfra {run}"]), flush=True)
-                for tool in firsts:
-                    firsts[tool][n] = statistics.median(rows[f"{tool} first"])
-        finally:
-            server.stop()
+    with bench_world("inferry-bench-fleet-", KEYS) as (tmp, network, server):
+        print(header("inferry up", "pyinfra -y"), flush=True)
+        for n in args.hosts:
+            rows = bench(network, server, tmp, n, args.repeat, args.engine_start_s)
+            for run in RUNS:
+                print(row(n, run, rows[f"inferry {run}"], rows[f"pyinfra {run}"]), flush=True)
+            for tool in firsts:
+                firsts[tool][n] = statistics.median(rows[f"{tool} first"])
     base = min(args.hosts)
     for tool, by_n in firsts.items():
         for n in args.hosts:

@@ -14,13 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.up import header, row, timed  # noqa: E402
+from bench.up import bench_world, fresh_hosts, header, row, timed  # noqa: E402
 
 MODEL, API_KEY = "llama-3.1-8b-instruct", "sk-bench-" + "5" * 24
 CACHE, WEIGHTS = "/var/lib/inferry/weights", f"/srv/models/{MODEL}"
@@ -106,8 +105,7 @@ def bench(network, server, tmp: Path, n: int, repeat: int) -> dict[str, list[flo
     """Seconds per round for each (tool, run) on n fresh hosts."""
     from tests.support.realengine import Project
 
-    hosts = network.add_hosts([f"s{n}x{i}" for i in range(n)])
-    try:
+    with fresh_hosts(network, [f"s{n}x{i}" for i in range(n)]) as hosts:
         for h in hosts:
             h.exec(f"mkdir -p {CACHE}/{MODEL} && echo '{{}}' > {CACHE}/{MODEL}/config.json", check=True)
         project, name = Project(tmp / f"project-{n}"), f"bench{n}"
@@ -137,9 +135,6 @@ def bench(network, server, tmp: Path, n: int, repeat: int) -> dict[str, list[flo
                     rows[f"{side.name} {run}"].append(side.time())
                 side.reset()
         return rows
-    finally:
-        for h in hosts:
-            network.remove_host(h)
 
 
 def main() -> None:
@@ -148,21 +143,12 @@ def main() -> None:
     p.add_argument("--hosts", type=int, nargs="+", default=[1, 4, 8])
     p.add_argument("--repeat", type=int, default=5)
     args = p.parse_args()
-    from tests.support.hosts.network import HostNetwork
-    from tests.support.servers.s3 import S3Server
-
-    tmp = Path(tempfile.mkdtemp(prefix="inferry-bench-ssh-"))
-    with HostNetwork() as network:
-        server = S3Server(tmp / "s3", *KEYS, network.gateway, 0).start()
-        try:
-            print(header("inferry up", "pyinfra -y"))
-            for n in args.hosts:
-                rows = bench(network, server, tmp, n, args.repeat)
-                for run in RUNS:
-                    print(row(n, run, rows[f"inferry {run}"], rows[f"pyinfra {run}"]), flush=True)
-        finally:
-            server.stop()
-
+    with bench_world("inferry-bench-ssh-", KEYS) as (tmp, network, server):
+        print(header("inferry up", "pyinfra -y"))
+        for n in args.hosts:
+            rows = bench(network, server, tmp, n, args.repeat)
+            for run in RUNS:
+                print(row(n, run, rows[f"inferry {run}"], rows[f"pyinfra {run}"]), flush=True)
 
 if __name__ == "__main__":
     main()

@@ -15,13 +15,45 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 MODEL, API_KEY = "llama-3.1-8b-instruct", "sk-bench-" + "6" * 24
 KEYS = ("bench-access", "bench-secret-" + "0" * 12)
+
+
+@contextmanager
+def fresh_hosts(network, names: list[str]) -> Iterator[list]:
+    """Test hosts for one run (tests/support/hosts), removed afterwards whatever happens."""
+    hosts = network.add_hosts(names)
+    try:
+        yield hosts
+    finally:
+        for h in hosts:
+            network.remove_host(h)
+
+
+@contextmanager
+def bench_world(prefix: str, keys: tuple[str, str] = KEYS) -> Iterator[tuple[Path, Any, Any]]:
+    """(a scratch folder, the test hosts' network, an S3 server the hosts reach with these keys), torn down
+    after."""
+    import tempfile
+
+    from tests.support.hosts.network import HostNetwork
+    from tests.support.servers.s3 import S3Server
+
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    with HostNetwork() as network:
+        server = S3Server(tmp / "s3", *keys, network.gateway, 0).start()
+        try:
+            yield tmp, network, server
+        finally:
+            server.stop()
 
 
 def deployment(hosts, server) -> dict:
@@ -82,18 +114,19 @@ def bench(network, server, tmp: Path, n: int, repeat: int) -> dict[str, list[flo
     """Seconds per round for each (tool, run) on n fresh hosts."""
     from tests.support.realengine import Project
 
-    hosts = network.add_hosts([f"u{n}x{i}" for i in range(n)])
-    project = Project(tmp / f"project-{n}")
-    name = f"bench{n}"
-    project.write_stack(name, deployment(hosts, server), {})
-    stack_file = str(project.stack_file(name))
-    env = {**project.env, "BENCH_SSH_KEY": network.client_key_text, "BENCH_API_KEY": API_KEY,
-           "BENCH_S3_ACCESS": KEYS[0], "BENCH_S3_SECRET": KEYS[1]}
-    py = [sys.executable, str(Path(__file__).resolve())]
-    rows: dict[str, list[float]] = {k: [] for k in ("engine first", "engine no-op", "direct first", "direct no-op")}
-    try:
+    with fresh_hosts(network, [f"u{n}x{i}" for i in range(n)]) as hosts:
+        project = Project(tmp / f"project-{n}")
+        name = f"bench{n}"
+        project.write_stack(name, deployment(hosts, server), {})
+        stack_file = str(project.stack_file(name))
+        env = {**project.env, "BENCH_SSH_KEY": network.client_key_text, "BENCH_API_KEY": API_KEY,
+               "BENCH_S3_ACCESS": KEYS[0], "BENCH_S3_SECRET": KEYS[1]}
+        py = [sys.executable, str(Path(__file__).resolve())]
+        rows: dict[str, list[float]] = {k: [] for k in ("engine first", "engine no-op", "direct first",
+                                                        "direct no-op")}
         for _ in range(repeat):
-            for tool, cmd in (("engine", [*project.inferry_argv(), "up", name]), ("direct", [*py, "--direct", stack_file])):
+            for tool, cmd in (("engine", [*project.inferry_argv(), "up", name]),
+                              ("direct", [*py, "--direct", stack_file])):
                 rows[f"{tool} first"].append(timed(cmd, project, env))
                 rows[f"{tool} no-op"].append(timed(cmd, project, env))
                 if tool == "engine":
@@ -101,9 +134,6 @@ def bench(network, server, tmp: Path, n: int, repeat: int) -> dict[str, list[flo
                           {**env, "PULUMI_BACKEND_URL": f"file://{project.state}"})
                 timed([*py, "--direct", stack_file, "--destroy"], project, env)  # weights too: a first apply is whole
         return rows
-    finally:
-        for h in hosts:
-            network.remove_host(h)
 
 
 def main() -> None:
@@ -116,30 +146,21 @@ def main() -> None:
     args = p.parse_args()
     if args.direct:
         return direct(args.direct, args.destroy)
-    import tempfile
-
     from infra.storage.settings import StoreSettings
     from infra.storage.sync import push
-    from tests.support.hosts.network import HostNetwork
-    from tests.support.servers.s3 import S3Server
 
-    tmp = Path(tempfile.mkdtemp(prefix="inferry-bench-up-"))
-    with HostNetwork() as network:
-        server = S3Server(tmp / "s3", *KEYS, network.gateway, 0).start()
-        try:
-            (server.root / "inferry-weights").mkdir(parents=True)
-            model = tmp / "model"
-            model.mkdir()
-            (model / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}')
-            (model / "model.safetensors").write_bytes(os.urandom(8 << 20))
-            push(StoreSettings(server.endpoint, server.region, "inferry-weights", *KEYS), model, MODEL, show=False)
-            print(header("engine", "direct"))
-            for n in args.hosts:
-                rows = bench(network, server, tmp, n, args.repeat)
-                for run in ("first", "no-op"):
-                    print(row(n, run, rows[f"engine {run}"], rows[f"direct {run}"]), flush=True)
-        finally:
-            server.stop()
+    with bench_world("inferry-bench-up-") as (tmp, network, server):
+        (server.root / "inferry-weights").mkdir(parents=True)
+        model = tmp / "model"
+        model.mkdir()
+        (model / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}')
+        (model / "model.safetensors").write_bytes(os.urandom(8 << 20))
+        push(StoreSettings(server.endpoint, server.region, "inferry-weights", *KEYS), model, MODEL, show=False)
+        print(header("engine", "direct"))
+        for n in args.hosts:
+            rows = bench(network, server, tmp, n, args.repeat)
+            for run in ("first", "no-op"):
+                print(row(n, run, rows[f"engine {run}"], rows[f"direct {run}"]), flush=True)
 
 
 if __name__ == "__main__":
