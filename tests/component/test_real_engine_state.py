@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.support.realengine import Project, model_store, tools_path
-from tests.support.ssh_env import BUCKET, MODEL, PREFIX
+from tests.support.realengine import Project, model_store, ssh_stack, tools_path
 
 pytestmark = [pytest.mark.component, pytest.mark.real_engine, pytest.mark.ssh_hosts, pytest.mark.s3]
 
@@ -64,17 +63,7 @@ def test_state_of_the_program_before_the_component_needs_no_replacement(host_net
     # program's code is the folder's infra/ either way, first on sys.path.
     path = f"{Path(sys.executable).parent}{os.pathsep}{tools_path()}"
     project = Project(folder, {"PATH": path})  # links only what is not there yet: the program stays the old one
-    deployment = {
-        "model": {"name": MODEL, "weights": f"s3://{BUCKET}/{PREFIX}"},
-        "engine": {"kind": "vllm", "max_model_len": 4096},
-        "target": {"kind": "ssh", "runtime": "process", "health_timeout_s": 30,
-                   "private_key": {"config": "sshPrivateKey"},
-                   "hosts": [{"address": host.address, "name": host.name, "host_key": host.host_key_line}]},
-        "storage": {"endpoint": server.endpoint, "region": server.region, "bucket": BUCKET,
-                    "access_key_id": {"config": "s3AccessKey"}, "secret_access_key": {"config": "s3SecretKey"}},
-        "provider": {"name": "test-cloud", "region": "eu-test", "gpu": "H200", "price_per_gpu_hour": 3.0},
-        "serving": {"port": 8000, "api_key": {"config": "apiKey"}},
-    }
+    deployment = ssh_stack([host], server)
     project.write_stack("compat", deployment, {"sshPrivateKey": host_network.client_key_text, "apiKey": API_KEY,
                                                "s3AccessKey": S3_KEYS[0], "s3SecretKey": S3_KEYS[1]})
     try:

@@ -14,7 +14,7 @@ from infra.lifecycle import probe
 from infra.storage.settings import StoreSettings
 from infra.storage.sync import push
 from tests.support.progharness import Poller
-from tests.support.realengine import Project, model_store
+from tests.support.realengine import Project, model_store, ssh_stack
 from tests.support.ssh_env import BUCKET, FILES, MODEL, PREFIX
 
 KEYS = {"a": ("mig-a-access", "mig-a-secret-" + "1" * 12), "b": ("mig-b-access", "mig-b-secret-" + "2" * 12)}
@@ -23,17 +23,7 @@ API = {"a": "sk-mig-a-" + "5" * 16, "b": "sk-mig-b-" + "6" * 16}
 
 def deployment(host, server) -> dict:
     """One host, its own store; secrets by reference to the stack's Pulumi secrets."""
-    return {
-        "model": {"name": MODEL, "weights": f"s3://{BUCKET}/{PREFIX}"},
-        "engine": {"kind": "vllm", "max_model_len": 4096},
-        "target": {"kind": "ssh", "runtime": "process", "health_timeout_s": 30,
-                   "private_key": {"config": "sshPrivateKey"},
-                   "hosts": [{"address": host.address, "name": host.name, "host_key": host.host_key_line}]},
-        "storage": {"endpoint": server.endpoint, "region": server.region, "bucket": BUCKET,
-                    "access_key_id": {"config": "s3AccessKey"}, "secret_access_key": {"config": "s3SecretKey"}},
-        "provider": {"name": f"cloud-{host.name}", "region": "eu-test", "gpu": "H200", "price_per_gpu_hour": 3.0},
-        "serving": {"port": 8000, "api_key": {"config": "apiKey"}},
-    }
+    return ssh_stack([host], server, provider=f"cloud-{host.name}")
 
 
 @pytest.fixture(scope="module")

@@ -134,3 +134,22 @@ def model_store(server_factory, host_network, keys: tuple[str, str], tmp: Path, 
             (model / rel).write_bytes(data)
         push(StoreSettings(server.endpoint, server.region, BUCKET, *keys), model, PREFIX, show=False)
     return server
+
+
+def ssh_stack(hosts: list, server, provider: str = "test-cloud", **target: Any) -> dict[str, Any]:
+    """vLLM on these test hosts (process runtime unless `runtime` says), weights from the store's model, every
+    secret by reference to the stack's Pulumi secrets (sshPrivateKey, s3AccessKey, s3SecretKey, apiKey)."""
+    from tests.support.ssh_env import BUCKET, MODEL, PREFIX
+
+    return {
+        "model": {"name": MODEL, "weights": f"s3://{BUCKET}/{PREFIX}"},
+        "engine": {"kind": "vllm", "max_model_len": 4096},
+        "target": {"kind": "ssh", "runtime": "process", "health_timeout_s": 30,
+                   "private_key": {"config": "sshPrivateKey"},
+                   "hosts": [{"address": h.address, "name": h.name, "host_key": h.host_key_line} for h in hosts],
+                   **target},
+        "storage": {"endpoint": server.endpoint, "region": server.region, "bucket": BUCKET,
+                    "access_key_id": {"config": "s3AccessKey"}, "secret_access_key": {"config": "s3SecretKey"}},
+        "provider": {"name": provider, "region": "eu-test", "gpu": "H200", "price_per_gpu_hour": 3.0},
+        "serving": {"port": 8000, "api_key": {"config": "apiKey"}},
+    }

@@ -7,8 +7,8 @@ import time
 import pytest
 
 from infra.lifecycle import probe
-from tests.support.realengine import Project, model_store
-from tests.support.ssh_env import BUCKET, MODEL, PREFIX
+from tests.support.realengine import Project, model_store, ssh_stack
+from tests.support.ssh_env import MODEL
 from tests.targets.ssh.test_ssh_docker import container
 
 pytestmark = pytest.mark.docker  # the host runs its own Docker engine (real_engine and the rest by fixture)
@@ -22,16 +22,8 @@ def stack(host_network, s3_server_factory, tmp_path_factory):
     server = model_store(s3_server_factory, host_network, KEYS, tmp)
     (h,) = host_network.add_hosts(["rdk"], docker=True)
     project = Project(tmp / "project")
-    project.write_stack("dock", {
-        "model": {"name": MODEL, "weights": f"s3://{BUCKET}/{PREFIX}"},
-        "engine": {"kind": "vllm", "max_model_len": 4096},
-        "target": {"kind": "ssh", "health_timeout_s": 30, "private_key": {"config": "sshPrivateKey"},
-                   "hosts": [{"address": h.address, "name": h.name, "host_key": h.host_key_line}]},
-        "storage": {"endpoint": server.endpoint, "region": server.region, "bucket": BUCKET,
-                    "access_key_id": {"config": "s3AccessKey"}, "secret_access_key": {"config": "s3SecretKey"}},
-        "provider": {"name": "test-cloud", "region": "eu-test", "gpu": "H200", "price_per_gpu_hour": 3.0},
-        "serving": {"port": 8000, "api_key": {"config": "apiKey"}},
-    }, {"sshPrivateKey": host_network.client_key_text, "apiKey": API_KEY, "s3AccessKey": KEYS[0],
+    project.write_stack("dock", ssh_stack([h], server, runtime="docker"), {
+        "sshPrivateKey": host_network.client_key_text, "apiKey": API_KEY, "s3AccessKey": KEYS[0],
         "s3SecretKey": KEYS[1]})
     yield project, h
     project.pulumi("destroy", "--yes", "--stack", "dock", check=False)

@@ -14,9 +14,9 @@ import re
 import pytest
 
 from infra.lifecycle import probe
-from tests.support.realengine import Project, model_store
+from tests.support.realengine import Project, model_store, ssh_stack
 from tests.support.ssh_barrier import HealthBarrier
-from tests.support.ssh_env import BUCKET, MODEL, PREFIX
+from tests.support.ssh_env import MODEL
 
 API_KEY = "sk-fleet-" + "4" * 24
 S3_KEYS = ("fleet-access-key", "fleet-secret-" + "8" * 16)
@@ -31,17 +31,8 @@ def fleet(host_network, s3_server_factory, tmp_path_factory):
     for h in hosts:
         h.set_standin(startup_s=3)  # a load phase: each create holds its provider call through it
     project = Project(tmp / "project")
-    project.write_stack("fleet", {
-        "model": {"name": MODEL, "weights": f"s3://{BUCKET}/{PREFIX}"},
-        "engine": {"kind": "vllm", "max_model_len": 4096},
-        "target": {"kind": "ssh", "runtime": "process", "health_timeout_s": 60,
-                   "private_key": {"config": "sshPrivateKey"},
-                   "hosts": [{"address": h.address, "name": h.name, "host_key": h.host_key_line} for h in hosts]},
-        "storage": {"endpoint": server.endpoint, "region": server.region, "bucket": BUCKET,
-                    "access_key_id": {"config": "s3AccessKey"}, "secret_access_key": {"config": "s3SecretKey"}},
-        "provider": {"name": "test-cloud", "region": "eu-test", "gpu": "H200", "price_per_gpu_hour": 3.0},
-        "serving": {"port": 8000, "api_key": {"config": "apiKey"}},
-    }, {"sshPrivateKey": host_network.client_key_text, "apiKey": API_KEY, "s3AccessKey": S3_KEYS[0],
+    project.write_stack("fleet", ssh_stack(hosts, server, health_timeout_s=60), {
+        "sshPrivateKey": host_network.client_key_text, "apiKey": API_KEY, "s3AccessKey": S3_KEYS[0],
         "s3SecretKey": S3_KEYS[1]})
     yield project, hosts
     project.pulumi("destroy", "--yes", "--stack", "fleet", check=False)
