@@ -131,7 +131,8 @@ class KubernetesTarget(pulumi.ComponentResource):
                                 spec=pod.deployment_spec(ctx, self._digest))
         props = {"kubeconfig": kubeconfig_path(ctx.t.kubeconfig), "context": ctx.t.context, "namespace": ctx.ns,
                  "name": ctx.name, "revision": deployment.metadata.apply(_generation),
-                 "schedule_timeout_s": ctx.t.schedule_timeout_s, "startup_timeout_s": ctx.t.startup_timeout_s}
+                 "schedule_timeout_s": ctx.t.schedule_timeout_s, "startup_timeout_s": ctx.t.startup_timeout_s,
+                 "floor": max(1, ctx.t.autoscaling.min_replicas) if ctx.t.autoscaling else 0}
         rollout = Rollout(f"{ctx.name}-rollout", self._fill(props),
                           pulumi.ResourceOptions(parent=self, depends_on=[deployment]))
         self.objects["rollout"], self.waits_for["rollout"] = rollout, ("deployment",)

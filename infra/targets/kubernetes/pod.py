@@ -7,7 +7,7 @@ from typing import Any
 from infra.engines.spec import EnvVar
 from infra.errors import InferryError
 from infra.targets.kubernetes import proxy, weights
-from infra.targets.kubernetes.context import Ctx
+from infra.targets.kubernetes.context import DRAIN, Ctx
 from infra.targets.kubernetes.expansion import literal_containers
 from infra.targets.kubernetes.names import memory_quantity, short_hash
 
@@ -71,6 +71,7 @@ def engine_container(ctx: Ctx) -> dict[str, Any]:
                       "requests": {GPU_RESOURCE: gpus, "cpu": ctx.t.cpu, "memory": ctx.t.memory}},
         "volumeMounts": engine_mounts(ctx),
         **probes(ctx),
+        "lifecycle": DRAIN,
     }
     if ctx.spec.env:
         container["env"] = [env_entry(ctx, e) for e in ctx.spec.env]

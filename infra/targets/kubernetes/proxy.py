@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from infra.stack.secretfix import SecretField
-from infra.targets.kubernetes.context import Ctx
+from infra.targets.kubernetes.context import DRAIN, Ctx
 
 TEMPLATE = "auth-proxy.conf.template"
 # The nginx image renders /etc/nginx/templates/*.template with envsubst into conf.d at start.
@@ -34,4 +34,5 @@ def proxy_container(ctx: Ctx) -> dict[str, Any]:
         "readinessProbe": {"httpGet": {"path": s.health_path, "port": "http"}, "periodSeconds": 5,
                            "failureThreshold": 3, "timeoutSeconds": 5},
         "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+        "lifecycle": DRAIN,  # the proxy is the Service's endpoint: it drains with the engine
     }

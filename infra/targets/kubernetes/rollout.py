@@ -18,7 +18,9 @@ from infra.errors import InferryError, reported
 FATAL_WAITING = ("ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CrashLoopBackOff",
                  "CreateContainerConfigError")
 LOG_LINES = 10
-INPUTS = ("kubeconfig", "context", "namespace", "name", "revision", "schedule_timeout_s", "startup_timeout_s")
+INPUTS = ("kubeconfig", "context", "namespace", "name", "revision", "schedule_timeout_s", "startup_timeout_s",
+          "floor")
+FIELD_MANAGER = "inferry-rollout"
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,7 @@ class Watch:
     name: str
     schedule_timeout_s: float
     startup_timeout_s: float
+    floor: int = 0  # replicas a new Deployment starts with when an autoscaler owns the count (0: leave it)
     poll_s: float = 2.0
 
 
@@ -83,6 +86,26 @@ def last_lines(core: Any, namespace: str, crashed: tuple[str, str] | None, lines
     return f"\n  its last log lines:\n{body}" if body else ""
 
 
+def start_at_floor(w: Watch) -> int | None:
+    """Scale the Deployment up to w.floor; the replica count it had when that was lower, else None.
+
+    With an autoscaler the Deployment leaves `replicas` out, so that `pulumi up` never fights it: a new one
+    starts at the API server's default of 1 (and one that had a fixed count falls back to 1 when the autoscaler
+    is added), and with no autoscaler running yet, min_replicas would never be reached. So inferry sets the
+    count once, through the scale subresource as an autoscaler does: no apply of inferry's owns the field, the
+    autoscaler's later writes win, and the next `up`'s apply leaves the count alone.
+    """
+    if w.floor <= 0:
+        return None
+    apps, _ = _apis(w)
+    have = apps.read_namespaced_deployment_scale(w.name, w.namespace).spec.replicas or 0
+    if have >= w.floor:
+        return None
+    apps.patch_namespaced_deployment_scale(w.name, w.namespace, {"spec": {"replicas": w.floor}},
+                                           field_manager=FIELD_MANAGER)
+    return have
+
+
 def wait(w: Watch, clock=time.monotonic) -> None:
     """Return when the rollout is available; InferryError with the reason otherwise (bounded)."""
     apps, core = _apis(w)
@@ -104,7 +127,8 @@ def wait(w: Watch, clock=time.monotonic) -> None:
                          "node_selector and tolerations must match them); or raise target.schedule_timeout_s "
                          "when a cluster autoscaler adds GPU nodes slowly")
         if now - start > w.startup_timeout_s:
-            raise _error(w, f"not available after {w.startup_timeout_s:g}s", "see `kubectl describe deployment "
+            why = f": {found[1]}" if found else ""  # e.g. a replica the scheduler could not place yet
+            raise _error(w, f"not available after {w.startup_timeout_s:g}s{why}", "see `kubectl describe deployment "
                          f"{w.name} -n {w.namespace}`; raise target.startup_timeout_s for a slow model load")
         time.sleep(w.poll_s)
 
@@ -118,8 +142,10 @@ class RolloutProvider(ResourceProvider):
 
     @reported
     def create(self, props: dict[str, Any]) -> CreateResult:
-        """Wait for the Deployment's rollout."""
-        wait(_watch(props))
+        """Bring the new Deployment to its floor of replicas, then wait for its rollout."""
+        w = _watch(props)
+        start_at_floor(w)
+        wait(w)
         return CreateResult(f"{props['namespace']}/{props['name']}", {k: props.get(k) for k in INPUTS})
 
     @reported
@@ -129,12 +155,15 @@ class RolloutProvider(ResourceProvider):
         return DiffResult(changes=bool(changed), replaces=[], stables=[], delete_before_replace=False)
 
     @reported
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        """Wait for the new revision's rollout."""
-        wait(_watch(news))
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        """Wait for the new revision's rollout; when an autoscaler was just added, start it at its floor first."""
+        w = _watch(news)
+        if not olds.get("floor"):
+            start_at_floor(w)
+        wait(w)
         return UpdateResult({k: news.get(k) for k in INPUTS})
 
 
 def _watch(p: dict[str, Any]) -> Watch:
     return Watch(str(p["kubeconfig"]), p.get("context") or None, str(p["namespace"]), str(p["name"]),
-                 float(p["schedule_timeout_s"]), float(p["startup_timeout_s"]))
+                 float(p["schedule_timeout_s"]), float(p["startup_timeout_s"]), int(p.get("floor") or 0))

@@ -93,8 +93,14 @@ def fetch_container(ctx: Ctx, with_build: bool = True, source: str | None = None
         "command": ["sh", f"{SCRIPTS_DIR}/{FETCH_SCRIPT}"],
         "env": env + s3_env(ctx),
         "volumeMounts": mounts + [scripts_mount()],
-        "resources": {"requests": {"cpu": "1", "memory": "512Mi"}},
+        "resources": init_requests(ctx, "512Mi"),
     }
+
+
+def init_requests(ctx: Ctx, memory: str) -> dict[str, Any]:
+    """An init container's requests: the engine's CPUs (they run before it, on the CPUs reserved for it), so that
+    the pod never asks the scheduler for more than the engine does (its request is the larger of the two)."""
+    return {"requests": {"cpu": ctx.t.cpu, "memory": memory}}
 
 
 def verify_container(ctx: Ctx, folder: str | None = None, suffix: str = "weights") -> dict[str, Any]:
@@ -105,7 +111,7 @@ def verify_container(ctx: Ctx, folder: str | None = None, suffix: str = "weights
         "env": [{"name": "WEIGHTS_DIR", "value": folder or ctx.spec.model_dir},
                 {"name": "MANIFEST", "value": MANIFEST_NAME}],
         "volumeMounts": weight_mounts(ctx, read_only=False)[:1] + [scripts_mount()],
-        "resources": {"requests": {"cpu": "2", "memory": "256Mi"}},
+        "resources": init_requests(ctx, "256Mi"),
     }
 
 

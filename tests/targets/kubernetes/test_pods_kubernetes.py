@@ -11,56 +11,11 @@ import re
 
 import pytest
 
-from tests.sizing.test_sizing_modelinfo import LLAMA_CONFIG
-from tests.support.kubernetes_stacks import raw_deployment
-from tests.support.node import LABEL, TAINT
+from tests.support.pods import API_KEY, MODEL, NAME, SECRETS, chat, on_the_node, pod_of, push, store  # noqa: F401
 from tests.support.realengine import Project
-from tests.support.servers.fixtures import ACCESS_KEY, SECRET_KEY
 from tests.support.storage_util import make_model
 
 pytestmark = pytest.mark.cluster
-API_KEY = "sk-pods-" + "8" * 24
-NAME = "inferry-llama-3-1-8b-instruct"
-SECRETS = {"apiKey": API_KEY, "s3AccessKey": ACCESS_KEY, "s3SecretKey": SECRET_KEY}
-
-
-def on_the_node(cluster, store, namespace: str, **target) -> dict:
-    """The bundled Kubernetes stack, sized for the test node and pinned to it, with its weights in `store`."""
-    d = raw_deployment()
-    d["target"].update(kubeconfig=str(cluster.kubeconfig), context=cluster.context, namespace=namespace,
-                       replicas=1, autoscaling=None, service_monitor=False, cpu="100m", memory="1Gi",
-                       cache_size="1Gi", startup_timeout_s=120, node_selector={LABEL: "true"},
-                       tolerations=d["target"]["tolerations"] + [{**TAINT, "operator": "Equal"}], **target)
-    d["storage"].update(endpoint=store.endpoint)
-    d.pop("policy")  # the test store's region is not in the EU
-    return d
-
-
-@pytest.fixture(scope="module")
-def store(node, s3_server_factory, tmp_path_factory, monkeypatch_module):
-    """A real S3 server where the node's pods reach it (this machine's end of the node's veth), with a model."""
-    server = s3_server_factory(host=node.lay.gateway)
-    server.bucket("inferry-weights")
-    model = tmp_path_factory.mktemp("model") / "m"
-    make_model(model, shards=(3 << 20, 1 << 20))
-    (model / "config.json").write_text(json.dumps(LLAMA_CONFIG))
-    monkeypatch_module.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
-    monkeypatch_module.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
-    from typer.testing import CliRunner
-
-    from cli.main import app
-
-    r = CliRunner().invoke(app, ["weights", "push", str(model), "-p", "llama-3.1-8b-instruct", "--endpoint", server.endpoint,
-            "--bucket", "inferry-weights"])
-    assert r.exit_code == 0, r.output
-    return server
-
-
-@pytest.fixture(scope="module")
-def monkeypatch_module():
-    """monkeypatch for a module's fixtures."""
-    with pytest.MonkeyPatch.context() as mp:
-        yield mp
 
 
 @pytest.fixture(scope="module")
@@ -70,23 +25,6 @@ def vllm(node, cluster, store, tmp_path_factory):
     project.write_stack("pods", on_the_node(cluster, store, "pods-vllm"), SECRETS)
     yield project
     project.pulumi("destroy", "--yes", "--stack", "pods", check=False, timeout=600)
-
-
-def pod_of(cluster, namespace: str) -> dict:
-    """The one serving pod."""
-    (pod,) = [p for p in cluster.get("pods", namespace=namespace)["items"] if not p["metadata"].get("deletionTimestamp")]
-    return pod
-
-
-def chat(node, cluster, namespace: str, key: str | None, want: str) -> tuple[str, str]:
-    """(status, body) of a chat completion through the Service, sent from inside the node's network."""
-    ip = cluster.get("service", NAME, namespace)["spec"]["clusterIP"]
-    body = json.dumps({"model": "llama-3.1-8b-instruct", "messages": [{"role": "user", "content": "hi"}]})
-    auth = ["-H", f"Authorization: Bearer {key}"] if key else []
-    r = node.http(f"http://{ip}:8000/v1/chat/completions", "-H", "Content-Type: application/json", *auth,
-                  "-d", body, want=want)
-    text, _, status = r.stdout.rpartition("\n")
-    return status, text
 
 
 def test_up_fetches_the_weights_in_the_pod_and_the_engine_passes_its_probes(vllm, node, cluster):
@@ -145,31 +83,27 @@ def test_tensorrt_llm_serves_behind_its_auth_proxy_sidecar(trtllm, node, cluster
     assert cluster.kubectl("get", "namespace", "pods-trtllm", check=False).returncode != 0
 
 
-def failing_up(cluster, store, tmp_path_factory, namespace: str, change) -> tuple[Project, str, float]:
-    """`inferry up` of a stack that cannot roll out: (project, stderr, seconds it took); exit 1, no traceback."""
-    import time
-
+def failing_up(cluster, store, tmp_path_factory, namespace: str, change) -> tuple[Project, str]:
+    """`inferry up` of a stack that cannot roll out: (project, stderr); exit 1, no traceback."""
     project = Project(tmp_path_factory.mktemp(namespace) / "project")
     d = on_the_node(cluster, store, namespace)
     change(d)
     project.write_stack("bad", d, SECRETS)
-    start = time.monotonic()
     r = project.inferry("up", "bad", check=False, timeout=600)
-    took = time.monotonic() - start
     assert r.returncode == 1 and "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
-    return project, r.stderr, took
+    return project, r.stderr
 
 
 def test_an_image_the_node_does_not_have_fails_fast_naming_the_image_and_the_fix(node, cluster, store,
                                                                                    tmp_path_factory):
     image = "vllm/vllm-openai:v0.0.0-not-on-the-node"
-    project, err, took = failing_up(cluster, store, tmp_path_factory, "pods-pull",
-                                    lambda d: d["engine"].update(image=image))
+    project, err = failing_up(cluster, store, tmp_path_factory, "pods-pull",
+                              lambda d: d["engine"].update(image=image))
     try:
         # the verify init container runs in the engine image: it is the first to need it
         assert re.search(r"did not roll out: pod \S+, container verify-weights: (ErrImagePull|ImagePullBackOff)", err), err
         assert image in err and "engine.image" in err, err
-        assert took < 110, took  # before the stack's startup timeout (120 s)
+        assert "not available after" not in err, err  # the reason, not the stack's startup timeout (120 s)
     finally:
         project.inferry("destroy", "bad", "--yes", timeout=600)
 
@@ -178,15 +112,9 @@ def test_an_engine_that_exits_at_start_is_reported_with_its_last_log_lines(node,
     model = tmp_path_factory.mktemp("broken") / "m"
     make_model(model, shards=(1 << 20,))
     (model / "config.json").unlink()  # the engine refuses a model folder without it, and exits
-    from typer.testing import CliRunner
-
-    from cli.main import app
-
-    r = CliRunner().invoke(app, ["weights", "push", str(model), "-p", "broken-model", "--endpoint", store.endpoint,
-                                 "--bucket", "inferry-weights"])
-    assert r.exit_code == 0, r.output
-    project, err, _ = failing_up(cluster, store, tmp_path_factory, "pods-crash",
-                                 lambda d: d["model"].update(weights="broken-model"))
+    push(store, model, "broken-model")
+    project, err = failing_up(cluster, store, tmp_path_factory, "pods-crash",
+                              lambda d: d["model"].update(weights="broken-model"))
     try:
         assert "container engine: CrashLoopBackOff" in err, err
         assert "its last log lines:" in err and "no config.json in it" in err, err
