@@ -7,6 +7,7 @@ So the Deployment is created with `pulumi.com/skipAwait` and this dynamic resour
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -37,15 +38,35 @@ class Watch:
     poll_s: float = 2.0
 
 
+def is_contents(kubeconfig: str) -> bool:
+    """Whether a kubeconfig is the file's contents (an Output of the user's cluster), not its path: YAML has
+    lines, and one line of JSON (pulumi_eks's kubeconfig_json) opens with a brace; pulumi-kubernetes takes both."""
+    return "\n" in kubeconfig or kubeconfig.lstrip().startswith("{")
+
+
+def api_client(kubeconfig: str, context: str | None) -> Any:
+    """A client of the cluster from the kubeconfig's contents or its file (~ expanded, as pulumi-kubernetes does).
+
+    Contents that do not parse fail without their text: it holds the cluster's credentials."""
+    import yaml
+    from kubernetes import config
+
+    if not is_contents(kubeconfig):
+        return config.new_client_from_config(config_file=os.path.expanduser(kubeconfig), context=context)
+    try:
+        doc = yaml.safe_load(kubeconfig)
+    except yaml.YAMLError:
+        doc = None
+    if not isinstance(doc, dict):
+        raise InferryError("the kubeconfig's contents are not a kubeconfig (YAML or JSON)",
+                           "give the cluster's kubeconfig, or a file's path", where="target.kubeconfig")
+    return config.new_client_from_config_dict(doc, context=context)
+
+
 def _apis(w: Watch) -> tuple[Any, Any]:
-    from kubernetes import client, config
+    from kubernetes import client
 
-    if "\n" in w.kubeconfig:  # the kubeconfig's contents (an Output of the user's cluster), not a file's path
-        import yaml
-
-        api = config.new_client_from_config_dict(yaml.safe_load(w.kubeconfig), context=w.context)
-    else:
-        api = config.new_client_from_config(config_file=w.kubeconfig, context=w.context)
+    api = api_client(w.kubeconfig, w.context)
     return client.AppsV1Api(api), client.CoreV1Api(api)
 
 

@@ -1,9 +1,10 @@
-"""A stand-in cloud provider for examples/: `GpuVm`, a dynamic resource that allocates a test host from a pool.
+"""A stand-in cloud provider for examples/: `GpuVm`, a dynamic resource that allocates a test host from a pool,
+and `GpuCluster` (my_cloud_cluster.py), whose kubeconfig is a real cluster's credentials.
 
 The test makes the hosts (tests/support/hosts) and hands their details over in a JSON file named by
 MY_CLOUD_POOL; a VM's create "allocates" pool[host_index] (a changed host_index is another VM: replaced), its
 delete "releases" it. Each call is appended to the JSON-lines file MY_CLOUD_EVENTS with what the host still
-served at that moment. Standalone (stdlib and pulumi only): the program and Pulumi's provider host import it
+served at that moment. Standalone (neither inferry nor the tests): the program and Pulumi's provider host import it
 from PYTHONPATH, as they would a provider package.
 """
 from __future__ import annotations
@@ -17,6 +18,10 @@ from typing import Any
 
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider
+
+from my_cloud_cluster import GpuCluster
+
+__all__ = ["GpuCluster", "GpuVm", "serving"]
 
 POOL, EVENTS = "MY_CLOUD_POOL", "MY_CLOUD_EVENTS"
 ENGINE_PORT = 8000
