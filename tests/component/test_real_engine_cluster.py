@@ -17,7 +17,7 @@ from tests.conftest import ROOT
 from tests.support.example import Example, example_env, first
 from tests.support.node import LABEL
 from tests.support.servers.fixtures import ACCESS_KEY, SECRET_KEY
-from tests.targets.kubernetes.test_pods_kubernetes import NAME, chat, monkeypatch_module, pod_of, store  # noqa: F401
+from tests.support.pods import NAME, chat, pod_of, store  # noqa: F401
 
 pytestmark = [pytest.mark.component, pytest.mark.real_engine, pytest.mark.cluster, pytest.mark.s3]
 
