@@ -143,3 +143,13 @@ def test_status_with_endpoint_needs_no_stack_or_pulumi(cli, monkeypatch, metrics
     assert r.exit_code == 1 and "--endpoint" in r.output and "Traceback" not in r.output
     r = cli("status")
     assert r.exit_code == 1 and "pass STACK" in r.output and "--endpoint URL" in r.output
+
+
+def test_a_host_whose_engine_is_down_is_named_with_the_command_that_starts_it():
+    from infra.targets.ssh.status import EngineState
+
+    down = EngineState("gpu-1", "stopped", 0, "2026-12-01T10:00:00Z").line("prod")
+    assert down == ("host gpu-1: engine stopped (last started 2026-12-01T10:00:00Z); "
+                    "run `inferry up prod` to start it again")
+    assert "run `" not in EngineState("gpu-1", "running", 1, "2026-12-01T10:00:00Z").line("prod")
+    assert "run `" not in EngineState("gpu-1", "restarting", 3, "").line("prod")  # Docker's restart policy at work

@@ -119,3 +119,26 @@ class FetchGate:
 
         (self.host.root / "bin" / "curl").unlink(missing_ok=True)
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def reboot(host) -> None:
+    """Power the test host off and on: every process of it killed at once (sshd, dockerd, containers, engines),
+    then what its boot starts started again: sshd, and dockerd on a docker host (nothing else)."""
+    import os
+    import signal
+    import time
+
+    from tests.support.hosts import docker
+
+    deadline = time.monotonic() + 30
+    while procs := descendants(host.init_pid):  # again until none: a dying daemon may still start a child
+        assert time.monotonic() < deadline, f"host {host.name} kept processes alive: {procs}"
+        for pid in procs:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.1)
+    host.start_sshd()
+    if host.options.docker:
+        docker.start_daemon(host)

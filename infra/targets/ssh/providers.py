@@ -48,6 +48,11 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(_plain(value), sort_keys=True, default=str).encode()).hexdigest()
 
 
+def run_again() -> DiffResult:
+    """A diff that says the step must run again on its host (no replacement)."""
+    return DiffResult(changes=True, replaces=[], stables=[], delete_before_replace=True)
+
+
 def kept_key(props: dict) -> dict:
     """The private key as an output (a secret in state, as its input was) where no reference gives it back: a
     component's key is another resource's value, and delete, replacement and refresh get only the outputs."""
@@ -167,9 +172,7 @@ class WeightsProvider(_Step):
     def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
         """As every step, or changed when a full verification is asked for."""
         found = super().diff(_id, olds, news)
-        if verify_weights() and not found.changes:
-            return DiffResult(changes=True, replaces=[], stables=[], delete_before_replace=True)
-        return found
+        return run_again() if verify_weights() and not found.changes else found
 
     def _apply(self, props: dict) -> dict:
         from infra.targets.ssh.args import asdict, weights_args
@@ -195,6 +198,20 @@ class WeightsProvider(_Step):
 
 class ServiceProvider(_Step):
     """Service files, restart when needed, health gate; outputs the endpoint."""
+
+    @reported
+    def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
+        """As every step, or changed when the host runs no engine now (rebooted under the process runtime, whose
+        engine nothing restarts): the update starts it again, on that host alone."""
+        found = super().diff(_id, olds, news)
+        if found.changes or not isinstance(news.get("private_key"), str) or not news.get("private_key"):
+            return found  # changing anyway, or the key is not known yet (a preview of a new component's hosts)
+        from infra.targets.ssh.args import service_args
+        from infra.targets.ssh.status import engine_down
+
+        with _slot(int(news.get("max_parallel", 64))):
+            down = engine_down(service_args(news), news["private_key"])
+        return run_again() if down else found
 
     def _apply(self, props: dict) -> dict:
         from infra.targets.ssh.args import asdict, service_args

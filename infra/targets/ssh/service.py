@@ -89,9 +89,21 @@ class Pending:
     change: list[RemoteFile]
 
     @property
+    def unfinished(self) -> bool:
+        """Whether an earlier apply wrote files and never reached its healthy end (its kept copies are still
+        there): the engine that runs may predate the files (say, Docker restarted the old container after the
+        daemon restarted mid-update), so it restarts even when no file differs now."""
+        return any(prev_path(f.path) in self.state for f in self.files)
+
+    @property
+    def restart(self) -> bool:
+        """Whether the engine (re)starts in this apply."""
+        return bool(self.change) or not self.running or self.unfinished
+
+    @property
     def restarts_serving(self) -> bool:
         """Whether a running engine would restart: a rolling change takes its turn for these only."""
-        return self.running and bool(self.change)
+        return self.running and self.restart
 
 
 def check_service(a: ServiceArgs, private_key: str, secret_values: dict[str, str]) -> Pending:
@@ -99,10 +111,10 @@ def check_service(a: ServiceArgs, private_key: str, secret_values: dict[str, str
     s = session(a.conn, private_key)
     files = desired_files(a, secret_values)
     state, running = read_state(a, s, [f.path for f in files])
-    change = differing(files, state)
-    if change or not running:
+    p = Pending(a, files, state, running, differing(files, state))
+    if p.restart:
         ensure_images(a, s)  # before anything is written or stopped: a missing image changes nothing
-    return Pending(a, files, state, running, change)
+    return p
 
 
 def ensure_service(a: ServiceArgs, private_key: str, secret_values: dict[str, str],
@@ -132,7 +144,7 @@ def converge_service(p: Pending, private_key: str, secret_values: dict[str, str]
     if cs.replaced:
         s.run(backup_command(cs.replaced), "keep the previous service files")
     upload(s, change, "upload service files")
-    restart = bool(change) or not p.running
+    restart = p.restart
     if restart:
         _restart(a, s)
     Ops(writes=written, restarts=int(restart)).record(s, a.ops_log, "record changes")

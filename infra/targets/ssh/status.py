@@ -5,9 +5,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from infra.stack.config import Deployment
-from infra.errors import InferryError
+from infra.errors import InferryError, RemoteError
 from infra.targets.ssh.pool import session
 from infra.targets.ssh.service import ServiceArgs
+
+# Engine states nothing on the host will leave by itself (a reboot under the process runtime, a removed
+# container): `inferry up` starts the engine again. Docker's "restarting" is its restart policy at work.
+DOWN = ("stopped", "exited", "dead", "created")
 
 
 @dataclass(frozen=True)
@@ -19,10 +23,13 @@ class EngineState:
     restarts: int
     since: str
 
-    def line(self) -> str:
-        """How `inferry status` prints it."""
+    def line(self, stack: str = "") -> str:
+        """How `inferry status` prints it; an engine that is down names the command that starts it again."""
         if self.status == "absent":
             return f"host {self.host}: no engine (not applied, or destroyed)"
+        if self.status in DOWN:
+            fix = f"; run `inferry up {stack}` to start it again" if stack else ""
+            return f"host {self.host}: engine {self.status} (last started {self.since or '?'}){fix}"
         times = "time" if self.restarts == 1 else "times"
         return (f"host {self.host}: engine {self.status} since {self.since or '?'}; "
                 f"restarted {self.restarts} {times} since the last apply")
@@ -37,15 +44,55 @@ def engine_state(a: ServiceArgs, private_key: str) -> EngineState:
     return EngineState(a.conn.label, status, int(restarts) if restarts.isdigit() else 0, since)
 
 
-def host_lines(d: Deployment, private_key: str) -> list[str]:
-    """One line per host, in host order; a host that cannot be read says why."""
+def reply(url: str, timeout: float = 2.0) -> int | None:
+    """The HTTP status GET URL answers with from this machine; 0 when the host answered without HTTP (a refused
+    connection: it is up and nothing listens); None when nothing answered (unreachable, or the port dropped)."""
+    import errno
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        silent = isinstance(reason, TimeoutError) or getattr(reason, "errno", None) in (errno.EHOSTUNREACH,
+                                                                                       errno.ENETUNREACH)
+        return None if silent else 0
+    except ValueError:
+        return None
+
+
+def engine_down(a: ServiceArgs, private_key: str) -> bool:
+    """Whether the host runs no engine now (a reboot under the process runtime, a container removed by hand).
+
+    An engine whose health path answers 200 from here is up, with no SSH (a no-op `up` stays quick); a host that
+    answers otherwise (refused: nothing listens) is asked whether its runtime runs the engine (one still loading
+    is not down). A host that answers nothing here (unreachable, or a firewall dropping the port) or cannot be
+    read over SSH is not called down: its step stays as the last apply left it.
+    """
+    code = reply(a.endpoint.removesuffix("/v1") + str(a.spec.get("health_path") or "/health"))
+    if code is None or code == 200:
+        return False
+    try:
+        out = session(a.conn, private_key).run(a.rt.status(), "read whether the engine runs").out
+    except RemoteError:
+        return False
+    return out.strip() != "running"
+
+
+def host_lines(d: Deployment, private_key: str, stack: str = "") -> list[str]:
+    """One line per host, in host order; a host that cannot be read says why, one that is down the fix for
+    STACK."""
     from infra.targets.ssh.plan import plan_deployment
 
     plan = plan_deployment(d)
 
     def one(hp) -> str:
         try:
-            return engine_state(hp.service, private_key).line()
+            return engine_state(hp.service, private_key).line(stack)
         except InferryError as e:
             return f"host {hp.label}: not read: {e.message}"
 

@@ -83,7 +83,7 @@ class Ssh:
             key = resolve(_section(d).private_key, SecretField.PRIVATE_KEY)
         except InferryError as e:
             return [f"hosts: not read: {e.render()}"]
-        return host_lines(d, key)
+        return host_lines(d, key, stack.name)
 
 
 TARGET = Ssh()

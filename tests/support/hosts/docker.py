@@ -51,24 +51,39 @@ def start(host, image_tar: str, names: list[str]) -> None:
     plugins = host.path("/usr/local/lib/docker/cli-plugins")
     plugins.mkdir(parents=True, exist_ok=True)
     shutil.copy(compose_plugin(), plugins / "docker-compose")
+    start_daemon(host)
+    tags = " && ".join(f"docker tag {names[0]} {n}" for n in names[1:])
+    host.exec(f"docker import --change 'CMD [\"nginx\", \"-g\", \"daemon off;\"]' {image_tar} {names[0]} >/dev/null"
+              + (f" && {tags}" if tags else ""), check=True, timeout=300)
+
+
+def start_command(host) -> str:
+    """Shell that starts the host's dockerd in the background, as its boot (or `systemctl start docker`) does."""
     args = (f"--host unix:///run/docker.sock --pidfile /run/dockerd.pid --exec-root /run/docker "
             f"--data-root {DATA_ROOT} --storage-driver overlay2 --iptables=false --ip6tables=false "
             f"--cgroup-parent /inferry-{host.name}")
-    host.exec(f"(setsid dockerd {args} </dev/null >/var/log/dockerd.log 2>&1 &)", check=True)
+    return f"(setsid dockerd {args} </dev/null >>/var/log/dockerd.log 2>&1 &)"
+
+
+# Shell that stops dockerd as `systemctl stop docker` does (SIGTERM: it stops its containers, then exits).
+STOP_COMMAND = ("p=$(cat /run/dockerd.pid 2>/dev/null) && kill -TERM \"$p\" 2>/dev/null; i=0; "
+                "while [ -n \"$p\" ] && kill -0 \"$p\" 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done")
+# Shell that waits (30 s at most) until the daemon answers.
+WAIT_COMMAND = "i=0; until docker version >/dev/null 2>&1 || [ $i -ge 300 ]; do sleep 0.1; i=$((i+1)); done"
+
+
+def start_daemon(host) -> None:
+    """Start the host's dockerd and wait until it answers."""
+    host.exec(start_command(host), check=True)
     deadline = time.monotonic() + 30
     while host.exec("docker version --format '{{.Server.Version}}'").returncode != 0:
         if time.monotonic() > deadline:
             raise RuntimeError(f"dockerd on {host.name} did not start:\n"
                                f"{host.exec('tail -n 30 /var/log/dockerd.log').stdout}")
         time.sleep(0.1)
-    tags = " && ".join(f"docker tag {names[0]} {n}" for n in names[1:])
-    host.exec(f"docker import --change 'CMD [\"nginx\", \"-g\", \"daemon off;\"]' {image_tar} {names[0]} >/dev/null"
-              + (f" && {tags}" if tags else ""), check=True, timeout=300)
 
 
 def stop(host) -> None:
     """Remove every container, then stop dockerd (its containers' cgroups are this machine's)."""
     host.exec("ids=$(docker ps -aq 2>/dev/null); [ -z \"$ids\" ] || docker rm -f $ids >/dev/null 2>&1; "
-              "p=$(cat /run/dockerd.pid 2>/dev/null) && kill \"$p\" 2>/dev/null; "
-              "i=0; while [ -n \"$p\" ] && kill -0 \"$p\" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done",
-              timeout=60)
+              + STOP_COMMAND, timeout=60)

@@ -63,6 +63,7 @@ def test_bounded_parallelism_and_failures_by_name(monkeypatch, rollout):
 def test_diff_is_honest_about_inputs_and_floats():
     p = providers.ServiceProvider()
     props = {"conn": {"address": "192.0.2.1", "port": 22}, "max_parallel": 8, "spec": {"port": 8000},
+             "runtime": "process", "service_dir": "/etc/inferry",  # 192.0.2.1 answers nothing: engine not checked
              "private_key": "k", "secret_values": {"serving.api_key": "a"}}
     outs = {"fingerprint": providers.fingerprint(props), "endpoint": "http://192.0.2.1:8000/v1"}
     as_pulumi_sends = {**props, "max_parallel": 8.0, "spec": {"port": 8000.0}}
