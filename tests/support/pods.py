@@ -3,9 +3,7 @@ pods reach, and a client of its Service: what the tests of pods that really run 
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 
@@ -81,17 +79,3 @@ def chat(node, cluster, namespace: str, key: str | None, want: str) -> tuple[str
                   "-d", body, want=want)
     text, _, status = r.stdout.rpartition("\n")
     return status, text
-
-
-@contextmanager
-def service_reachable(node, cluster, namespace: str) -> Iterator[str]:
-    """The Service's URL, reachable from this machine while inside: a route to its ClusterIP through the node,
-    as clusters that advertise Service IPs to their network (BGP, a VPN) give their users. kube-proxy on the
-    node translates and balances as it does for the pods."""
-    ip = cluster.get("service", NAME, namespace)["spec"]["clusterIP"]
-    route = [f"{ip}/32", "via", node.lay.address]
-    subprocess.run(["ip", "route", "replace", *route], check=True)
-    try:
-        yield f"http://{ip}:8000"
-    finally:
-        subprocess.run(["ip", "route", "del", *route], check=False)

@@ -74,6 +74,10 @@ class Project:
         """`inferry ARGS` in the project folder; check=True fails with its output when it exits non-zero."""
         return self._run([*self.inferry_argv(), *args], self.env, check, timeout)
 
+    def run(self, argv: list[str], check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
+        """Any command in the project folder with the project's environment (e.g. inferry under a wrapper)."""
+        return self._run(argv, self.env, check, timeout)
+
     def pulumi(self, *args: str, check: bool = True, stdin: str | None = None,
                timeout: float = 600) -> subprocess.CompletedProcess:
         """`pulumi ARGS` in the project folder, on the backend inferry uses."""

@@ -10,8 +10,8 @@ import threading
 
 import pytest
 
-from tests.support.pods import API_KEY, NAME, SECRETS, chat, on_the_node, push, serving_pods, service_reachable, \
-    store  # noqa: F401
+from tests.support.pods import API_KEY, NAME, SECRETS, chat, on_the_node, push, serving_pods, store  # noqa: F401
+from tests.support.clusternet import cluster_net
 from tests.support.progharness import Poller
 from tests.support.realengine import Project
 from tests.support.storage_util import make_model
@@ -101,10 +101,10 @@ def test_min_replicas_is_honoured_with_no_autoscaler_running(rolling, cluster, s
     assert r.returncode == 0 and ready_replicas(cluster) == (2, 2), r.stdout
 
 
-def test_an_engine_option_rolls_pod_by_pod_while_the_service_always_answers(rolling, node, cluster, store):
+def test_an_engine_option_rolls_pod_by_pod_while_the_service_always_answers(rolling, node, cluster, store, tmp_path):
     before = {p["metadata"]["name"] for p in serving_pods(cluster, NS)}
-    with service_reachable(node, cluster, NS) as url:
-        watch, poller = ReadyWatch(cluster), Poller([(url, API_KEY)])
+    with cluster_net(node, cluster, NS, tmp_path) as net:
+        watch, poller = ReadyWatch(cluster), Poller([(net.wait_url(NAME), API_KEY)])
         watch.start()
         poller.start()
         poller.settle()
@@ -122,13 +122,13 @@ def test_an_engine_option_rolls_pod_by_pod_while_the_service_always_answers(roll
 
 
 def test_a_crashing_revision_stops_the_rollout_and_the_previous_pods_keep_serving(rolling, node, cluster, store,
-                                                                                  tmp_path_factory):
+                                                                                  tmp_path_factory, tmp_path):
     model = tmp_path_factory.mktemp("crashing") / "m"
     make_model(model, shards=(1 << 20,))
     (model / "config.json").unlink()  # the engine refuses a model folder without it, and exits
     push(store, model, "crashing-model")
-    with service_reachable(node, cluster, NS) as url:
-        poller = Poller([(url, API_KEY)])
+    with cluster_net(node, cluster, NS, tmp_path) as net:
+        poller = Poller([(net.wait_url(NAME), API_KEY)])
         poller.start()
         poller.settle()
         r = up(rolling, cluster, store, weights="crashing-model", engine={"max_num_seqs": 96})
