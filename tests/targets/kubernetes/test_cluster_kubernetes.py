@@ -123,8 +123,9 @@ def test_an_engine_option_updates_the_deployment_in_place_and_rolls_a_new_replic
     assert ("create", "kubernetes:policy/v1:PodDisruptionBudget") in planned, r.stdout
     project.inferry("up", "k8s", timeout=600)
     sets = cluster.get("replicasets", namespace=NS)["items"]
-    assert len(sets) == 2 and sorted(s["spec"]["replicas"] for s in sets) == [0, 1]
-    (live,) = [s for s in sets if s["spec"]["replicas"] == 1]
+    # the bundled stack's min_replicas (2): the rollout started the Deployment there, with no KEDA running
+    assert len(sets) == 2 and sorted(s["spec"]["replicas"] for s in sets) == [0, 2]
+    (live,) = [s for s in sets if s["spec"]["replicas"] == 2]
     (engine,) = [c for c in live["spec"]["template"]["spec"]["containers"] if c["name"] == "engine"]
     assert engine["args"][engine["args"].index("--max-num-seqs") + 1] == "64"
     pdb = cluster.get("poddisruptionbudget", NAME, NS)

@@ -14,6 +14,7 @@ import re
 import pytest
 
 from infra.lifecycle import probe
+from tests.support.progharness import Poller
 from tests.support.realengine import Project, model_store, ssh_stack
 from tests.support.ssh_barrier import HealthBarrier
 from tests.support.ssh_env import MODEL
@@ -34,14 +35,14 @@ def fleet(host_network, s3_server_factory, tmp_path_factory):
     project.write_stack("fleet", ssh_stack(hosts, server, health_timeout_s=60), {
         "sshPrivateKey": host_network.client_key_text, "apiKey": API_KEY, "s3AccessKey": S3_KEYS[0],
         "s3SecretKey": S3_KEYS[1]})
-    yield project, hosts
+    yield project, hosts, server
     project.pulumi("destroy", "--yes", "--stack", "fleet", check=False)
     for h in hosts:
         host_network.remove_host(h)
 
 
 def test_first_up_waits_on_every_engine_at_once(fleet):
-    project, hosts = fleet
+    project, hosts, _ = fleet
     with HealthBarrier(hosts) as barrier:
         r = project.inferry("up", "fleet")
         assert barrier.all_at_once(), barrier.spans()
@@ -49,3 +50,29 @@ def test_first_up_waits_on_every_engine_at_once(fleet):
     assert all(probe.chat_check(f"http://{h.address}:8000/v1", API_KEY, MODEL) for h in hosts)
     again = project.inferry("up", "fleet")  # the pool's size and max_parallel are no input of any step
     assert re.search(r"done in \S+: \d+ unchanged$", again.stdout, re.M), again.stdout
+
+
+def test_a_batch_rollout_keeps_all_but_one_batch_serving(fleet):
+    """`max_unavailable: 30%` of ten hosts: engines restart three at a time, the next three only once those
+    answer; a client polling every replica through the whole `inferry up` never finds fewer than seven."""
+    project, hosts, server = fleet
+    if not project.resources("fleet"):  # run alone
+        project.inferry("up", "fleet")
+    before = [len(h.engine_starts()) for h in hosts]
+    d = ssh_stack(hosts, server, health_timeout_s=60, max_unavailable="30%")
+    d["engine"]["max_num_seqs"] = 40
+    project.set_deployment("fleet", d)
+    poller = Poller([(f"http://{h.address}:8000", API_KEY) for h in hosts])
+    poller.start()
+    poller.settle()
+    project.inferry("up", "fleet")
+    samples = poller.finish()
+    starts = sorted(s["time"] for h, n in zip(hosts, before) for s in h.engine_starts()[n:])
+    assert len(starts) == HOSTS, starts  # every engine restarted once, with the new option
+    for h in hosts:
+        argv = h.engine_starts()[-1]["argv"]
+        assert argv[argv.index("--max-num-seqs") + 1] == "40", argv
+    # each engine takes 3 s to answer: the first three started together (one at a time would take 3 s each),
+    # and a fourth start within 3 s of a batch's first would be a wider batch
+    assert starts[2] < starts[0] + 3 and all(starts[i + 3] > starts[i] + 3 for i in range(HOSTS - 3)), starts
+    assert len(samples) > 10 and min(sum(s) for s in samples) >= HOSTS - 3, [sum(s) for s in samples]
