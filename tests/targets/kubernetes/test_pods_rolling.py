@@ -88,7 +88,8 @@ def ready_replicas(cluster) -> tuple[int, int]:
 def replicas_owners(cluster) -> set[str]:
     """The field managers whose applies set the Deployment's spec.replicas."""
     dep = json.loads(cluster.kubectl("get", "deployment", NAME, "-n", NS, "-o", "json", "--show-managed-fields").stdout)
-    return {m["manager"] for m in dep["metadata"]["managedFields"] if "f:replicas" in m.get("fieldsV1", {}).get("f:spec", {})}
+    return {m["manager"] for m in dep["metadata"]["managedFields"]
+            if "f:replicas" in m.get("fieldsV1", {}).get("f:spec", {})}
 
 
 def test_min_replicas_is_honoured_with_no_autoscaler_running(rolling, cluster, store):
