@@ -107,8 +107,8 @@ def last_lines(core: Any, namespace: str, crashed: tuple[str, str] | None, lines
     return f"\n  its last log lines:\n{body}" if body else ""
 
 
-def start_at_floor(w: Watch) -> int | None:
-    """Scale the Deployment up to w.floor; the replica count it had when that was lower, else None.
+def start_at_floor(apps: Any, w: Watch) -> None:
+    """Scale the Deployment up to w.floor when it has fewer replicas.
 
     With an autoscaler the Deployment leaves `replicas` out, so that `pulumi up` never fights it: a new one
     starts at the API server's default of 1 (and one that had a fixed count falls back to 1 when the autoscaler
@@ -116,20 +116,18 @@ def start_at_floor(w: Watch) -> int | None:
     count once, through the scale subresource as an autoscaler does: no apply of inferry's owns the field, the
     autoscaler's later writes win, and the next `up`'s apply leaves the count alone.
     """
-    if w.floor <= 0:
-        return None
-    apps, _ = _apis(w)
     have = apps.read_namespaced_deployment_scale(w.name, w.namespace).spec.replicas or 0
-    if have >= w.floor:
-        return None
-    apps.patch_namespaced_deployment_scale(w.name, w.namespace, {"spec": {"replicas": w.floor}},
-                                           field_manager=FIELD_MANAGER)
-    return have
+    if have < w.floor:
+        apps.patch_namespaced_deployment_scale(w.name, w.namespace, {"spec": {"replicas": w.floor}},
+                                               field_manager=FIELD_MANAGER)
 
 
-def wait(w: Watch, clock=time.monotonic) -> None:
-    """Return when the rollout is available; InferryError with the reason otherwise (bounded)."""
+def wait(w: Watch, clock=time.monotonic, floor: bool = False) -> None:
+    """Return when the rollout is available; InferryError with the reason otherwise (bounded). With floor, the
+    Deployment is first brought to w.floor replicas (start_at_floor)."""
     apps, core = _apis(w)
+    if floor and w.floor > 0:
+        start_at_floor(apps, w)
     start, unschedulable_since = clock(), None
     while True:
         dep = apps.read_namespaced_deployment(w.name, w.namespace)
@@ -164,9 +162,7 @@ class RolloutProvider(ResourceProvider):
     @reported
     def create(self, props: dict[str, Any]) -> CreateResult:
         """Bring the new Deployment to its floor of replicas, then wait for its rollout."""
-        w = _watch(props)
-        start_at_floor(w)
-        wait(w)
+        wait(_watch(props), floor=True)
         return CreateResult(f"{props['namespace']}/{props['name']}", {k: props.get(k) for k in INPUTS})
 
     @reported
@@ -178,10 +174,7 @@ class RolloutProvider(ResourceProvider):
     @reported
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         """Wait for the new revision's rollout; when an autoscaler was just added, start it at its floor first."""
-        w = _watch(news)
-        if not olds.get("floor"):
-            start_at_floor(w)
-        wait(w)
+        wait(_watch(news), floor=not olds.get("floor"))
         return UpdateResult({k: news.get(k) for k in INPUTS})
 
 
