@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import select
 import shlex
 import socket
 import time
@@ -106,8 +107,9 @@ class Session:
             chan.settimeout(timeout)
             chan.exec_command(full)
             if stdin:
-                chan.sendall(stdin.encode() if isinstance(stdin, str) else stdin)
-            chan.shutdown_write()
+                _send(chan, stdin.encode() if isinstance(stdin, str) else stdin)
+            if not chan.closed:
+                chan.shutdown_write()
             out, err = _drain(chan)
             code = chan.recv_exit_status()
             chan.close()
@@ -139,26 +141,43 @@ class Session:
         self._t.close()
 
 
+def _send(chan: paramiko.Channel, data: bytes) -> None:
+    """Write a command's input; a command that ended without reading it all is judged by its exit status."""
+    try:
+        chan.sendall(data)
+    except OSError:
+        if not chan.exit_status_ready():
+            raise
+
+
 def _drain(chan: paramiko.Channel) -> tuple[bytes, bytes]:
-    """Read stdout and stderr together so neither fills its window and stalls the other."""
+    """Read stdout and stderr together so neither fills its window and stalls the other. Sleeps in select() on
+    the channel until data, EOF or close arrives: a fleet holds one channel per host open through an engine's
+    load (minutes), and polling each every few milliseconds cost more CPU than the hosts' work."""
     out, err = bytearray(), bytearray()
     while True:
-        got = False
         if chan.recv_ready():
             out += chan.recv(65536)
-            got = True
-        if chan.recv_stderr_ready():
+        elif chan.recv_stderr_ready():
             err += chan.recv_stderr(65536)
-            got = True
-        if not got:
-            if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
-                # Closed streams: read what is left (recv returns b"" at EOF).
-                while (chunk := chan.recv(65536)):
-                    out += chunk
-                while (chunk := chan.recv_stderr(65536)):
-                    err += chunk
-                return bytes(out), bytes(err)
-            chan.status_event.wait(0.005)
+        elif chan.exit_status_ready():
+            # Closed streams: read what is left (recv returns b"" at EOF).
+            while (chunk := chan.recv(65536)):
+                out += chunk
+            while (chunk := chan.recv_stderr(65536)):
+                err += chunk
+            return bytes(out), bytes(err)
+        elif chan.eof_received:
+            chan.status_event.wait(0.05)  # sshd sends EOF, then the exit status: the select pipe stays set between
+        else:
+            _readable(chan, 1.0)
+
+
+def _readable(chan: paramiko.Channel, timeout_s: float) -> None:
+    """Wait until the channel has data, EOF or closed (poll, not select: a fleet's descriptors pass 1024)."""
+    p = select.poll()
+    p.register(chan.fileno(), select.POLLIN)
+    p.poll(timeout_s * 1000)
 
 
 def connect(ep: Conn, key: paramiko.PKey, step: str = "connect") -> Session:
@@ -170,6 +189,9 @@ def connect(ep: Conn, key: paramiko.PKey, step: str = "connect") -> Session:
         raise Unreachable(f"{step}: cannot reach {ep.address}:{ep.port}: {e.strerror or e}",
                           "check the address and port, that the host is up, sshd is running and no firewall "
                           "blocks the port", where=where) from None
+    # Each command is a few small SSH messages (open, exec, data, EOF): with Nagle's algorithm on, the next waits
+    # for the server's delayed ACK (40 ms on Linux), a stall on every command of every step.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     t = paramiko.Transport(sock)
     try:
         t.start_client(timeout=CONNECT_TIMEOUT_S)
