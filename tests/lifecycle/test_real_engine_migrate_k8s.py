@@ -3,7 +3,8 @@ polling both the whole time: the weights copied between the two stores, each tar
 each source drained (its engine's own queue metrics read through its endpoint) and destroyed only then.
 
 The Kubernetes stack's endpoint is its Service's cluster DNS name, as for a user without an Ingress: the
-migrations run as from a machine on the cluster's network (tests/support/clusternet.py).
+migrations run as from a machine on the cluster's network, the name answered by CoreDNS from the API server
+(tests/support/clusternet.py).
 """
 from __future__ import annotations
 
@@ -22,22 +23,6 @@ NS = "mig-k8s"
 SSH_KEYS = ("mk-ssh-access", "mk-ssh-secret-" + "4" * 12)
 API = {"k8s": "sk-mk-k8s-" + "1" * 16, "ssh": "sk-mk-ssh-" + "2" * 16}
 ENGINE = {"kind": "vllm", "max_model_len": 4096}  # the same on both sides: migrate moves, it does not change
-
-
-class Polls(Poller):
-    """A client of both endpoints; the Service's address is looked up at each sample (it changes when the
-    Kubernetes stack comes back)."""
-
-    def __init__(self, net: ClusterNet, ssh_url: str):
-        super().__init__([])
-        self.net, self.ssh_url = net, ssh_url
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            k8s = self.net.url(NAME)
-            self.samples.append((k8s is not None and probe.get(k8s + "/v1/models", 1, API["k8s"])[0] == 200,
-                                 probe.get(self.ssh_url + "/v1/models", 1, API["ssh"])[0] == 200))
-            self.stop.wait(0.02)
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +57,9 @@ def test_kubernetes_to_ssh_and_back_with_no_moment_without_an_answer(world, clus
     project, net, ssh_url, ssh_store = world
     project.inferry("up", "k8s")
     k8s_url = f"http://{net.name(NAME)}:8000"
-    polls = Polls(net, ssh_url)
+    assert net.resolve(net.name(NAME)) == net.wait_url(NAME).split("//")[1].split(":")[0]  # cluster DNS answers
+    # The Service's address is looked up at each sample: it changes when the Kubernetes stack comes back.
+    polls = Poller([(lambda: net.url(NAME), API["k8s"]), (ssh_url, API["ssh"])])
     polls.start()
     polls.settle()
     there = migrate(project, net, "k8s", "ssh")
@@ -82,11 +69,12 @@ def test_kubernetes_to_ssh_and_back_with_no_moment_without_an_answer(world, clus
     assert f"cutover done: ssh is destroyed; clients must use {k8s_url}/v1" in back, back
     for out, name in ((there, "k8s"), (back, "ssh")):  # drained on the engine's own metrics, not a blind wait
         assert f"{name} idle for 1s" in out and "metrics unreadable" not in out, out
-    assert all(any(s) for s in samples), "a moment with no endpoint answering"
     phases = [s for i, s in enumerate(samples) if i == 0 or s != samples[i - 1]]
+    assert all(any(s) for s in samples), f"a moment with no endpoint answering: {phases}"
     assert phases[0] == (True, False) and phases[-1] == (True, False) and (False, True) in phases, phases
     manifest = ssh_store.root / "inferry-weights" / PREFIX / "inferry-manifest.json"
     assert manifest.exists()  # the copy there: the ssh stack's store had nothing before
     assert project.resources("ssh") == {} and not probe.healthy(ssh_url + "/v1")
+    assert net.resolve(net.name(NAME)) == net.wait_url(NAME).split("//")[1].split(":")[0]  # the new Service's IP
     (pod,) = serving_pods(cluster, NS)
     assert pod["spec"]["nodeName"] == node.name and probe.chat_check(net.url(NAME) + "/v1", API["k8s"], MODEL)

@@ -1,20 +1,41 @@
 """This machine as a client on the cluster's network: each Service of a namespace reachable at its ClusterIP
-and by its cluster DNS name, kept current from a watch of the Services.
+and by its cluster DNS name.
 
 Reachable: a route to each ClusterIP through the real node, where kube-proxy translates and balances as it does
 for the pods (clusters that advertise their Service IPs to the network, over BGP or a VPN, give their users the
-same). By name: cluster DNS is not run here; commands wrapped by `argv()` see a hosts file that maps each
-Service's `NAME.NAMESPACE.svc.cluster.local` to its ClusterIP, rewritten as soon as a Service appears or goes,
-which is what cluster DNS answers.
+same), kept current from a watch of the Services. By name: the cluster's DNS, CoreDNS with its kubernetes plugin
+(built by scripts/tools.sh), answering for `cluster.local` from the API server as it does in a cluster; commands
+wrapped by `argv()` use it as their resolver (a resolv.conf of their own, in a mount namespace of their own).
 """
 from __future__ import annotations
 
+import shutil
 import subprocess
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from tests.support.realengine import TOOLS_BIN
+
+DNS_IP = "127.0.1.53"  # where CoreDNS listens (port 53, as a resolver must); nothing else on this machine uses it
+READY = f"http://{DNS_IP}:8181/ready"  # CoreDNS's ready plugin: 200 once the kubernetes plugin has synced
+
+
+def coredns() -> str:
+    """The CoreDNS binary; fails loudly when it is missing (no skip)."""
+    found = shutil.which("coredns", path=str(TOOLS_BIN))
+    if found is None:
+        raise RuntimeError("the cluster tests need coredns: run `bash scripts/tools.sh cluster`")
+    return found
+
+
+def corefile(cluster) -> str:
+    """cluster.local answered from the API server (Services, their Endpoints), as a cluster's CoreDNS does."""
+    return (f"cluster.local:53 {{\n  bind {DNS_IP}\n  errors\n  ready {DNS_IP}:8181\n"
+            f"  kubernetes cluster.local {{\n    kubeconfig {cluster.kubeconfig} {cluster.context}\n  }}\n}}\n")
 
 
 class ClusterNet(threading.Thread):
@@ -26,9 +47,12 @@ class ClusterNet(threading.Thread):
 
         api = config.new_client_from_config(config_file=str(cluster.kubeconfig), context=cluster.context)
         self.core, self.node, self.namespace = client.CoreV1Api(api), node, namespace
-        self.hosts, self.ips, self.stop = folder / "hosts", {}, threading.Event()
-        self.base = Path("/etc/hosts").read_text()
-        self.hosts.write_text(self.base)
+        self.ips, self.stop = {}, threading.Event()
+        self.resolv = folder / "resolv.conf"
+        self.resolv.write_text(f"nameserver {DNS_IP}\noptions timeout:1\n")
+        (folder / "Corefile").write_text(corefile(cluster))
+        self.dns = subprocess.Popen([coredns(), "-conf", str(folder / "Corefile")], cwd=folder,
+                                    stdout=open(folder / "coredns.log", "wb"), stderr=subprocess.STDOUT)
 
     def name(self, service: str) -> str:
         """The Service's cluster DNS name."""
@@ -40,9 +64,29 @@ class ClusterNet(threading.Thread):
         return f"http://{ip}:{port}" if ip else None
 
     def argv(self, cmd: list[str]) -> list[str]:
-        """cmd run in a mount namespace of its own where /etc/hosts is this one's (nothing else sees it)."""
-        return ["unshare", "--mount", "sh", "-c", 'mount --bind "$0" /etc/hosts && exec "$@"', str(self.hosts),
-                *cmd]
+        """cmd run in a mount namespace of its own whose /etc/resolv.conf names the cluster's DNS (nothing else
+        on this machine sees it)."""
+        return ["unshare", "--mount", "sh", "-c", 'mount --bind "$0" /etc/resolv.conf && exec "$@"',
+                str(self.resolv), *cmd]
+
+    def resolve(self, name: str) -> str:
+        """What a command wrapped by argv() gets for name (glibc's resolver through CoreDNS), '' if nothing."""
+        got = subprocess.run(self.argv(["getent", "ahostsv4", name]), capture_output=True, text=True, timeout=10)
+        return got.stdout.split()[0] if got.stdout.split() else ""
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        """Until CoreDNS has synced with the API server."""
+        deadline = time.monotonic() + timeout
+        while True:
+            assert self.dns.poll() is None, f"coredns exited {self.dns.returncode}"
+            try:
+                with urllib.request.urlopen(READY, timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "coredns not ready"
+            time.sleep(0.2)
 
     def run(self) -> None:
         from kubernetes import watch
@@ -63,19 +107,22 @@ class ClusterNet(threading.Thread):
         if ip and ip != "None":
             self._route("replace", ip)
             self.ips[service] = ip
-        lines = "".join(f"{ip} {self.name(s)}\n" for s, ip in sorted(self.ips.items()))
-        with open(self.hosts, "r+") as f:  # in place: the bind mount holds this inode
-            f.write(self.base + lines)
-            f.truncate()
 
     def _route(self, verb: str, ip: str) -> None:
         subprocess.run(["ip", "route", verb, f"{ip}/32", "via", self.node.lay.address], check=False,
                        capture_output=True)
 
     def close(self) -> None:
-        """Stop watching and remove the routes."""
+        """Stop watching and CoreDNS, and remove the routes."""
         self.stop.set()
-        self.join(10)
+        self.dns.terminate()
+        try:
+            self.dns.wait(10)
+        except subprocess.TimeoutExpired:
+            self.dns.kill()
+            self.dns.wait()
+        if self.ident is not None:  # started
+            self.join(10)
         for ip in self.ips.values():
             self._route("del", ip)
 
@@ -92,8 +139,9 @@ class ClusterNet(threading.Thread):
 def cluster_net(node, cluster, namespace: str, folder: Path) -> Iterator[ClusterNet]:
     """A started ClusterNet, closed at the end."""
     net = ClusterNet(node, cluster, namespace, folder)
-    net.start()
     try:
+        net.start()
+        net.wait_ready()
         yield net
     finally:
         net.close()

@@ -253,9 +253,10 @@ def write_stack(folder: Path, name: str, *, target: dict, storage_endpoint: str,
 
 
 class Poller(threading.Thread):
-    """A client polling endpoints the whole time: each sample records which answered /v1/models."""
+    """A client polling endpoints the whole time: each sample records which answered /v1/models. An endpoint is
+    a URL, or a function giving it at each sample (None while there is none: not answering)."""
 
-    def __init__(self, urls_keys: list[tuple[str, str]]):
+    def __init__(self, urls_keys: list[tuple[str | Callable[[], str | None], str]]):
         super().__init__(daemon=True)
         self.urls_keys, self.samples, self.stop = urls_keys, [], threading.Event()
 
@@ -277,5 +278,6 @@ class Poller(threading.Thread):
         from infra.lifecycle.probe import get
 
         while not self.stop.is_set():
-            self.samples.append(tuple(get(u + "/v1/models", 1, k)[0] == 200 for u, k in self.urls_keys))
+            urls = [(u() if callable(u) else u, k) for u, k in self.urls_keys]
+            self.samples.append(tuple(u is not None and get(u + "/v1/models", 1, k)[0] == 200 for u, k in urls))
             time.sleep(0.02)
