@@ -39,7 +39,8 @@ def corefile(cluster) -> str:
 
 
 class ClusterNet(threading.Thread):
-    """Routes and names of one namespace's Services, while started; close() removes every route."""
+    """Routes and names of one namespace's Services, while started; close() stops CoreDNS and removes every
+    route."""
 
     def __init__(self, node, cluster, namespace: str, folder: Path):
         super().__init__(daemon=True)
@@ -51,8 +52,9 @@ class ClusterNet(threading.Thread):
         self.resolv = folder / "resolv.conf"
         self.resolv.write_text(f"nameserver {DNS_IP}\noptions timeout:1\n")
         (folder / "Corefile").write_text(corefile(cluster))
-        self.dns = subprocess.Popen([coredns(), "-conf", str(folder / "Corefile")], cwd=folder,
-                                    stdout=open(folder / "coredns.log", "wb"), stderr=subprocess.STDOUT)
+        with open(folder / "coredns.log", "wb") as log:  # the child keeps its own descriptor
+            self.dns = subprocess.Popen([coredns(), "-conf", str(folder / "Corefile")], cwd=folder, stdout=log,
+                                        stderr=subprocess.STDOUT)
 
     def name(self, service: str) -> str:
         """The Service's cluster DNS name."""

@@ -1,0 +1,40 @@
+"""One SSH session's commands against a real OpenSSH server: sent without Nagle's delay, output read whole from
+both streams, and a command that ends without reading its input judged by its exit status."""
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from infra.targets.ssh import pool
+from infra.targets.ssh.session import Conn, Session
+
+
+@pytest.fixture
+def session(make_hosts, host_network):
+    """An open session to a fresh test host."""
+    (h,) = make_hosts(1)
+    pool.close_all()
+    s = pool.session(Conn(address=h.address, port=h.port, user=h.user, name=h.name, host_key=h.host_key_line),
+                     host_network.client_key_text)
+    yield s
+    pool.close_all()
+
+
+def test_the_socket_sends_small_messages_at_once(session: Session):
+    # Each command is a few small messages; under Nagle each waited for the server's delayed ACK (~40 ms).
+    assert session._t.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+
+
+def test_both_streams_are_read_whole_and_a_late_answer_is_waited_for(session: Session):
+    res = session.run("head -c 300000 /dev/zero | tr '\\0' a; head -c 200000 /dev/zero | tr '\\0' b >&2; "
+                      "sleep 0.3; echo done", "big output")
+    assert res.code == 0
+    assert res.out == "a" * 300000 + "done\n" and res.err == "b" * 200000
+
+
+def test_a_command_that_ignores_its_input_is_judged_by_its_exit_status(session: Session):
+    # 4 MiB is more than the channel's window: the command has exited while the input is still being sent.
+    res = session.run("exit 3", "ignore input", stdin=b"x" * (4 << 20), check=False)
+    assert res.code == 3
+    assert session.run("cat | wc -c", "read input", stdin=b"y" * (4 << 20)).out.strip() == str(4 << 20)
