@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build (or find) the external programs the suite drives, from Go modules: the Pulumi CLI and its Python plugins,
 # Docker Compose v2, and for Kubernetes a control plane (kube-apiserver, controller-manager, scheduler, kubectl,
-# etcd, kwok), a node (kubelet, kube-proxy), cluster DNS (CoreDNS) and the Pulumi Kubernetes provider. Usage: scripts/tools.sh [all|pulumi|compose|cluster].
+# etcd, kwok), a node (kubelet, kube-proxy), cluster DNS (CoreDNS), KEDA's operator and the Pulumi Kubernetes provider. Usage: scripts/tools.sh [all|pulumi|compose|cluster].
 # `pulumi` includes the Python language host (typed `pulumi up`), built when no official one is on PATH.
 # Idempotent and cached under $INFERRY_TOOLS (default ~/.cache/inferry/tools); prints the folder to put on
 # PATH as its last line. A `pulumi` already on PATH (the official install) wins over a build.
@@ -15,6 +15,7 @@ KUBE_VERSION="${INFERRY_KUBE_VERSION:-v1.36.3}"
 ETCD_VERSION="${INFERRY_ETCD_VERSION:-v3.6.16}"
 KWOK_VERSION="${INFERRY_KWOK_VERSION:-v0.8.0}"
 COREDNS_VERSION="${INFERRY_COREDNS_VERSION:-v1.15.0}"
+KEDA_VERSION="${INFERRY_KEDA_VERSION:-v2.21.0}"
 # pulumi-kubernetes' provider module has no tags: the proxy serves the pseudo-version of v4.25.0's commit
 # (2026-01-15; v4.25.0 was released 2026-01-16). The test tier pins the PyPI SDK to 4.25.0 to match.
 K8S_PROVIDER_MODULE="github.com/pulumi/pulumi-kubernetes/provider/v4"
@@ -155,8 +156,22 @@ _k8s_provider() {
   mv "$BIN/pulumi-resource-kubernetes.tmp" "$BIN/pulumi-resource-kubernetes"
 }
 
+# KEDA's operator and its CRDs (config/crd/bases) from a copy of the module's own folder: its go.mod has replace
+# directives, which a wrapper module would ignore and `go install` refuses.
+_keda() {
+  local dir
+  dir=$(go mod download -json "github.com/kedacore/keda/v2@$KEDA_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  rm -rf src && cp -r "$dir" src && chmod -R u+w src
+  (cd src && GOWORK=off go build -trimpath -ldflags "-s -w -X github.com/kedacore/keda/v2/version.Version=$KEDA_VERSION" \
+    -o "$BIN/keda.tmp" ./cmd/operator)
+  rm -rf "$TOOLS/keda-crds" && mkdir -p "$TOOLS/keda-crds" && cp src/config/crd/bases/*.yaml "$TOOLS/keda-crds/"
+  rm -rf src
+  mv "$BIN/keda.tmp" "$BIN/keda"
+}
+
 # etcd (Debian's 3.4 is older than Kubernetes 1.36 supports), kwok/kwokctl (runs the control plane from these
-# binaries, with fake nodes), the real node's kubelet and kube-proxy, CoreDNS (cluster DNS), and the provider.
+# binaries, with fake nodes), the real node's kubelet and kube-proxy, CoreDNS (cluster DNS), KEDA's operator, and
+# the provider.
 cluster_tools() {
   cached "$TOOLS/src/kubernetes-$KUBE_VERSION" "$KUBE_VERSION" "$KUBE_BINS $KUBE_VERSION" _kubernetes
   for b in $KUBE_NODE_BINS; do [ -x "$BIN/$b" ] || rm -f "$TOOLS/src/kubernetes-node-$KUBE_VERSION/.built"; done
@@ -165,6 +180,8 @@ cluster_tools() {
   go_build kwokctl "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION" "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
   go_build kwok "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
   go_build coredns "github.com/coredns/coredns@$COREDNS_VERSION" "-X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION"
+  [ -x "$BIN/keda" ] && [ -d "$TOOLS/keda-crds" ] || rm -f "$TOOLS/src/keda-$KEDA_VERSION/.built"
+  cached "$TOOLS/src/keda-$KEDA_VERSION" "$KEDA_VERSION" "keda operator $KEDA_VERSION" _keda
   cached "$TOOLS/src/pulumi-resource-kubernetes-$K8S_PROVIDER_VERSION" "$K8S_PROVIDER_PSEUDO" \
     "pulumi-resource-kubernetes $K8S_PROVIDER_VERSION" _k8s_provider
 }
