@@ -103,10 +103,15 @@ class ClusterNet(threading.Thread):
                 self.stop.wait(0.2)
 
     def _set(self, service: str, ip: str | None) -> None:
-        old = self.ips.pop(service, None)
+        # Never take a live Service out of `ips`, even for a moment: each short watch lists every Service again,
+        # and a poller reading url() between a pop and the re-add saw the Service gone.
+        ip = ip if ip and ip != "None" else None
+        old = self.ips.get(service)
+        if ip is None:
+            self.ips.pop(service, None)
         if old and old != ip:
             self._route("del", old)
-        if ip and ip != "None":
+        if ip:
             self._route("replace", ip)
             self.ips[service] = ip
 
