@@ -156,12 +156,17 @@ _k8s_provider() {
   mv "$BIN/pulumi-resource-kubernetes.tmp" "$BIN/pulumi-resource-kubernetes"
 }
 
-# KEDA's operator and its CRDs (config/crd/bases) from a copy of the module's own folder: its go.mod has replace
-# directives, which a wrapper module would ignore and `go install` refuses.
-_keda() {
+# A writable copy of a module's own folder in ./src, for modules whose go.mod has replace directives (a wrapper
+# module would ignore them and `go install` refuses them).
+module_copy() {
   local dir
-  dir=$(go mod download -json "github.com/kedacore/keda/v2@$KEDA_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  dir=$(go mod download -json "$1" | python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')
   rm -rf src && cp -r "$dir" src && chmod -R u+w src
+}
+
+# KEDA's operator and its CRDs (config/crd/bases).
+_keda() {
+  module_copy "github.com/kedacore/keda/v2@$KEDA_VERSION"
   (cd src && GOWORK=off go build -trimpath -ldflags "-s -w -X github.com/kedacore/keda/v2/version.Version=$KEDA_VERSION" \
     -o "$BIN/keda.tmp" ./cmd/operator)
   rm -rf "$TOOLS/keda-crds" && mkdir -p "$TOOLS/keda-crds" && cp src/config/crd/bases/*.yaml "$TOOLS/keda-crds/"

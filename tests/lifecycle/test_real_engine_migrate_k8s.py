@@ -57,7 +57,7 @@ def test_kubernetes_to_ssh_and_back_with_no_moment_without_an_answer(world, clus
     project, net, ssh_url, ssh_store = world
     project.inferry("up", "k8s")
     k8s_url = f"http://{net.name(NAME)}:8000"
-    assert net.resolve(net.name(NAME)) == net.wait_url(NAME).split("//")[1].split(":")[0]  # cluster DNS answers
+    assert net.resolve(net.name(NAME)) == net.wait_ip(NAME)  # cluster DNS answers
     # The Service's address is looked up at each sample: it changes when the Kubernetes stack comes back.
     polls = Poller([(lambda: net.url(NAME), API["k8s"]), (ssh_url, API["ssh"])])
     polls.start()
@@ -75,6 +75,6 @@ def test_kubernetes_to_ssh_and_back_with_no_moment_without_an_answer(world, clus
     manifest = ssh_store.root / "inferry-weights" / PREFIX / "inferry-manifest.json"
     assert manifest.exists()  # the copy there: the ssh stack's store had nothing before
     assert project.resources("ssh") == {} and not probe.healthy(ssh_url + "/v1")
-    assert net.resolve(net.name(NAME)) == net.wait_url(NAME).split("//")[1].split(":")[0]  # the new Service's IP
+    assert net.resolve(net.name(NAME)) == net.wait_ip(NAME)  # the new Service's IP
     (pod,) = serving_pods(cluster, NS)
     assert pod["spec"]["nodeName"] == node.name and probe.chat_check(net.url(NAME) + "/v1", API["k8s"], MODEL)

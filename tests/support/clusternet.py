@@ -133,13 +133,17 @@ class ClusterNet(threading.Thread):
         for ip in self.ips.values():
             self._route("del", ip)
 
-    def wait_url(self, service: str, timeout: float = 30) -> str:
-        """The Service's URL once the watch has seen it."""
+    def wait_ip(self, service: str, timeout: float = 30) -> str:
+        """The Service's ClusterIP once the watch has seen it."""
         deadline = time.monotonic() + timeout
-        while (url := self.url(service)) is None:
+        while (ip := self.ips.get(service)) is None:
             assert self.is_alive() and time.monotonic() < deadline, f"no Service {service} in {self.namespace}"
             time.sleep(0.1)
-        return url
+        return ip
+
+    def wait_url(self, service: str, timeout: float = 30, port: int = 8000) -> str:
+        """The Service's URL once the watch has seen it."""
+        return f"http://{self.wait_ip(service, timeout)}:{port}"
 
 
 @contextmanager

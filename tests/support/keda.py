@@ -1,18 +1,22 @@
 """KEDA's real operator (built by scripts/tools.sh) against the suite's cluster, run outside it as a process.
 
 It installs KEDA's own CRDs (the release's config/crd/bases, with their status subresources) over the
-transcribed schemas, and serves its metrics gRPC service on this machine with a throwaway CA (the release's
+transcribed schemas (put back when it stops), and serves its metrics gRPC service on this machine with a throwaway CA (the release's
 cert rotation needs the in-cluster Secret and webhooks, which an out-of-cluster operator does not have).
 """
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.support.cluster import CRDS as SUITE_CRDS
+from tests.support.cluster import crd
 from tests.support.realengine import TOOLS_BIN
 
 CRDS = TOOLS_BIN.parent / "keda-crds"
@@ -38,6 +42,38 @@ def _certs(folder: Path) -> None:
     sh("openssl x509 -req -in tls.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out tls.crt -days 1 -extfile ext")
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_ready(proc: subprocess.Popen, port: int, log: Path, timeout: float = 60) -> None:
+    """Until the operator's /readyz answers 200 (controller-runtime's health endpoint); its log if it dies."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert proc.poll() is None, f"KEDA exited {proc.returncode}:\n{log.read_text()[-3000:]}"
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, f"KEDA not ready in {timeout:.0f} s:\n{log.read_text()[-3000:]}"
+        time.sleep(0.2)
+
+
+def _restore_crds(cluster) -> None:
+    """KEDA's CRDs out, the suite's transcribed ones back: the session's other tests find the cluster as it was."""
+    for f in sorted(CRDS.glob("*.yaml")):
+        cluster.kubectl("delete", "-f", str(f), "--ignore-not-found", "--timeout=60s", check=False)
+    ours = [crd(p) for p in sorted(SUITE_CRDS.glob("keda.sh_*.yaml"))]
+    r = cluster.apply(*ours, extra=("--server-side",))
+    assert r.returncode == 0, r.stderr
+    names = [f"crd/{c['metadata']['name']}" for c in ours]
+    cluster.kubectl("wait", "--for=condition=Established", *names, "--timeout=60s")
+
+
 @contextmanager
 def keda_operator(cluster, watch_namespace: str, folder: Path) -> Iterator[subprocess.Popen]:
     """KEDA's operator watching one namespace, its CRDs installed; stopped at the end."""
@@ -45,20 +81,19 @@ def keda_operator(cluster, watch_namespace: str, folder: Path) -> Iterator[subpr
     for crd in sorted(CRDS.glob("*.yaml")):
         cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crd))
     cluster.kubectl("create", "namespace", NAMESPACE, check=False)
-    certs = folder / "keda-certs"
+    health, certs = _free_port(), folder / "keda-certs"
     certs.mkdir(exist_ok=True)
     _certs(certs)
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "KEDA_CLUSTER_OBJECT_NAMESPACE": NAMESPACE,
            "POD_NAMESPACE": NAMESPACE, "WATCH_NAMESPACE": watch_namespace}
     argv = [binary, f"--kubeconfig={cluster.kubeconfig}", "--leader-elect=false", "--enable-cert-rotation=false",
             "--enable-webhook-patching=false", "--enable-apiservice-patching=false", f"--cert-dir={certs}",
-            "--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0",
+            "--metrics-bind-address=127.0.0.1:0", f"--health-probe-bind-address=127.0.0.1:{health}",
             "--metrics-service-bind-address=127.0.0.1:0"]
     with open(folder / "keda.log", "wb") as log:  # the child keeps its own descriptor
         proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        time.sleep(0.5)
-        assert proc.poll() is None, (folder / "keda.log").read_text()[-3000:]
+        _wait_ready(proc, health, folder / "keda.log")
         yield proc
     finally:
         proc.terminate()
@@ -67,3 +102,4 @@ def keda_operator(cluster, watch_namespace: str, folder: Path) -> Iterator[subpr
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        _restore_crds(cluster)

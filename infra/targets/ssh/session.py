@@ -151,7 +151,7 @@ def _send(chan: paramiko.Channel, data: bytes) -> None:
 
 
 def _drain(chan: paramiko.Channel) -> tuple[bytes, bytes]:
-    """Read stdout and stderr together so neither fills its window and stalls the other. Sleeps in select() on
+    """Read stdout and stderr together so neither fills its window and stalls the other. Sleeps in poll() on
     the channel until data, EOF or close arrives: a fleet holds one channel per host open through an engine's
     load (minutes), and polling each every few milliseconds cost more CPU than the hosts' work."""
     out, err = bytearray(), bytearray()
@@ -168,7 +168,7 @@ def _drain(chan: paramiko.Channel) -> tuple[bytes, bytes]:
                 err += chunk
             return bytes(out), bytes(err)
         elif chan.eof_received:
-            chan.status_event.wait(0.05)  # sshd sends EOF, then the exit status: the select pipe stays set between
+            chan.status_event.wait(0.05)  # sshd sends EOF, then the exit status: the channel's pipe stays readable between
         else:
             _readable(chan, 1.0)
 

@@ -66,3 +66,13 @@ def test_keda_makes_the_autoscaler_the_stack_asks_for(cluster, tmp_path):
     (owner,) = hpa["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["name"]) == ("ScaledObject", name)
     cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
+
+
+def test_the_cluster_keeps_its_own_scaledobject_schema_after_keda(cluster, tmp_path):
+    """KEDA's CRDs go when it stops: the session's later tests meet the suite's transcribed schema again."""
+    with keda_operator(cluster, NS, tmp_path):
+        served = json.loads(cluster.kubectl("get", "crd", "scaledobjects.keda.sh", "-o", "json").stdout)
+        assert "subresources" in served["spec"]["versions"][0]  # KEDA's own (status subresource)
+    after = json.loads(cluster.kubectl("get", "crd", "scaledobjects.keda.sh", "-o", "json").stdout)
+    assert "subresources" not in after["spec"]["versions"][0]
+    assert cluster.kubectl("get", "crd", "scaledjobs.keda.sh", check=False).returncode != 0
