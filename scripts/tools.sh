@@ -16,6 +16,7 @@ ETCD_VERSION="${INFERRY_ETCD_VERSION:-v3.6.16}"
 KWOK_VERSION="${INFERRY_KWOK_VERSION:-v0.8.0}"
 COREDNS_VERSION="${INFERRY_COREDNS_VERSION:-v1.15.0}"
 KEDA_VERSION="${INFERRY_KEDA_VERSION:-v2.21.0}"
+PROMETHEUS_VERSION="${INFERRY_PROMETHEUS_VERSION:-v0.316.0}"  # the Go module's version of Prometheus 3.16.0
 # pulumi-kubernetes' provider module has no tags: the proxy serves the pseudo-version of v4.25.0's commit
 # (2026-01-15; v4.25.0 was released 2026-01-16). The test tier pins the PyPI SDK to 4.25.0 to match.
 K8S_PROVIDER_MODULE="github.com/pulumi/pulumi-kubernetes/provider/v4"
@@ -174,9 +175,20 @@ _keda() {
   mv "$BIN/keda.tmp" "$BIN/keda"
 }
 
+# Prometheus (the server: scrapes the engine pods for the autoscaler's queue metric). GOWORK=off: the module zip
+# ships a go.work naming folders it lacks. Without the builtinassets tag there is no web UI; the API is whole.
+_prometheus() {
+  local v=${PROMETHEUS_VERSION#v0.}  # v0.316.0 is Prometheus 3.16.0
+  module_copy "github.com/prometheus/prometheus@$PROMETHEUS_VERSION"
+  (cd src && GOWORK=off go build -trimpath -ldflags "-s -w \
+    -X github.com/prometheus/common/version.Version=${v:0:1}.${v:1}" -o "$BIN/prometheus.tmp" ./cmd/prometheus)
+  rm -rf src
+  mv "$BIN/prometheus.tmp" "$BIN/prometheus"
+}
+
 # etcd (Debian's 3.4 is older than Kubernetes 1.36 supports), kwok/kwokctl (runs the control plane from these
-# binaries, with fake nodes), the real node's kubelet and kube-proxy, CoreDNS (cluster DNS), KEDA's operator, and
-# the provider.
+# binaries, with fake nodes), the real node's kubelet and kube-proxy, CoreDNS (cluster DNS), KEDA's operator,
+# Prometheus and the provider.
 cluster_tools() {
   cached "$TOOLS/src/kubernetes-$KUBE_VERSION" "$KUBE_VERSION" "$KUBE_BINS $KUBE_VERSION" _kubernetes
   for b in $KUBE_NODE_BINS; do [ -x "$BIN/$b" ] || rm -f "$TOOLS/src/kubernetes-node-$KUBE_VERSION/.built"; done
@@ -187,6 +199,8 @@ cluster_tools() {
   go_build coredns "github.com/coredns/coredns@$COREDNS_VERSION" "-X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION"
   [ -x "$BIN/keda" ] && [ -d "$TOOLS/keda-crds" ] || rm -f "$TOOLS/src/keda-$KEDA_VERSION/.built"
   cached "$TOOLS/src/keda-$KEDA_VERSION" "$KEDA_VERSION" "keda operator $KEDA_VERSION" _keda
+  [ -x "$BIN/prometheus" ] || rm -f "$TOOLS/src/prometheus-$PROMETHEUS_VERSION/.built"
+  cached "$TOOLS/src/prometheus-$PROMETHEUS_VERSION" "$PROMETHEUS_VERSION" "prometheus $PROMETHEUS_VERSION" _prometheus
   cached "$TOOLS/src/pulumi-resource-kubernetes-$K8S_PROVIDER_VERSION" "$K8S_PROVIDER_PSEUDO" \
     "pulumi-resource-kubernetes $K8S_PROVIDER_VERSION" _k8s_provider
 }

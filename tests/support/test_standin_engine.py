@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -135,6 +136,41 @@ def test_metrics_parse_with_prometheus_client(engine):
     assert samples["vllm:generation_tokens_total"].labels == {"engine": "0", "model_name": "llama-3.1-8b-instruct"}
     assert families["vllm:time_to_first_token_seconds"].type == "histogram"
     assert samples["vllm:e2e_request_latency_seconds_count"].value >= 1
+
+
+def test_requests_past_max_num_seqs_wait_and_are_counted_as_waiting(model_dir, tmp_path):
+    """vLLM's scheduler runs at most --max-num-seqs requests at once; the rest are num_requests_waiting (the
+    gauge the autoscaler follows) until a place frees, and their wait lands in request_queue_time_seconds."""
+    args = ["serve", str(model_dir), "--host", "127.0.0.1", "--port", str(free_port()), "--max-num-seqs", "1"]
+    eng = start_engine(args, tmp_path / "q.log", env={"INFERRY_STANDIN_TOKEN_S": "0.2"})
+    body = json.dumps({"model": str(model_dir), "messages": [{"role": "user", "content": "x"}]}).encode()
+
+    def gauges() -> dict[str, float]:
+        text = get(f"{eng.base_url}/metrics")[1].decode()
+        return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
+
+    def chat() -> None:
+        req = urllib.request.Request(f"{eng.base_url}/v1/chat/completions", data=body,
+                                     headers={"content-type": "application/json"})
+        urllib.request.urlopen(req, timeout=30).read()
+
+    try:
+        threads = [threading.Thread(target=chat) for _ in range(3)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 5
+        while (g := gauges())["vllm:num_requests_waiting"] < 2:
+            assert time.monotonic() < deadline, g
+            time.sleep(0.02)
+        assert g["vllm:num_requests_running"] == 1
+        for t in threads:
+            t.join(30)
+        g = gauges()
+        assert (g["vllm:num_requests_waiting"], g["vllm:num_requests_running"]) == (0, 0)
+        assert g["vllm:request_queue_time_seconds_count"] == 3
+        assert g["vllm:request_queue_time_seconds_sum"] > 0.5  # two waited for one or two 0.8 s answers
+    finally:
+        eng.stop()
 
 
 def test_never_healthy_and_crash_knobs(model_dir, tmp_path):

@@ -18,7 +18,10 @@ DEFAULT_VERSIONS = {"vllm": "0.33.0", "tensorrt-llm": "1.2.1", "sglang": "0.5.23
 SNAPSHOT_PREFIX = {"vllm": "vllm-", "tensorrt-llm": "trtllm-", "sglang": "sglang-"}
 # Without --host vLLM binds every interface; trtllm-serve's click default is "localhost"; SGLang's 127.0.0.1.
 DEFAULT_HOSTS = {"vllm": "0.0.0.0", "tensorrt-llm": "127.0.0.1", "sglang": "127.0.0.1"}
-DEFAULT_PORTS = {"sglang": 30000}  # arg_groups/fields/serving.py; the others default to 8000
+DEFAULT_PORTS = {"sglang": 30000}
+# The running batch's bound without a flag: vLLM's max_num_seqs for an API server on a GPU under 70 GiB
+# (EngineArgs._set_default_args), trtllm-serve's --max_batch_size click default; SGLang sizes its own from memory.
+DEFAULT_BATCH = {"vllm": 256, "tensorrt-llm": 2048, "sglang": 256}  # arg_groups/fields/serving.py; the others default to 8000
 
 
 def served_name(engine: str, model: str) -> str:
@@ -54,6 +57,7 @@ class EngineArgs:
     config_file: str | None = None  # TensorRT-LLM --config YAML
     world_size: int = 1  # GPUs the engine needs: tensor x pipeline parallel size
     backend: str = "pytorch"  # TensorRT-LLM --backend
+    max_num_seqs: int = 256  # requests in the running batch at once; more wait (vLLM --max-num-seqs)
 
 
 def _options():
@@ -164,7 +168,9 @@ def parse(program: str, argv: list[str]) -> EngineArgs:
         config_file=getattr(ns, "extra_llm_api_options", None),
         world_size=(_size(ns, "tensor_parallel_size") * _size(ns, "pipeline_parallel_size")
                     * _size(ns, "tp_size") * _size(ns, "pp_size") * _size(ns, "dp_size")),
-        backend=getattr(ns, "backend", None) or "pytorch")
+        backend=getattr(ns, "backend", None) or "pytorch",
+        max_num_seqs=getattr(ns, "max_num_seqs", None) or getattr(ns, "max_batch_size", None)
+        or getattr(ns, "max_running_requests", None) or DEFAULT_BATCH[engine])
 
 
 def sglang_config(argv: list[str]) -> list[str]:

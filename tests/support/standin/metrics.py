@@ -63,9 +63,16 @@ class Metrics:
         self.histograms = {name: _Histogram(b) for name, (_, b) in HISTOGRAMS.items()}
         self.success = {"stop": 0.0, "length": 0.0, "abort": 0.0}
 
-    def started(self) -> None:
-        """A request entered the running batch."""
+    def queued(self) -> None:
+        """A request arrived and waits for a place in the running batch."""
         with self._lock:
+            self.gauges["vllm:num_requests_waiting"] += 1
+
+    def started(self, waited_s: float) -> None:
+        """A queued request entered the running batch after waiting waited_s."""
+        with self._lock:
+            self.gauges["vllm:num_requests_waiting"] -= 1
+            self.histograms["vllm:request_queue_time_seconds"].observe(waited_s)
             self.gauges["vllm:num_requests_running"] += 1
             self.gauges["vllm:kv_cache_usage_perc"] = min(1.0, self.gauges["vllm:num_requests_running"] / 100)
 
@@ -79,7 +86,6 @@ class Metrics:
             self.counters["vllm:prefix_cache_queries_total"] += prompt_tokens
             self.histograms["vllm:time_to_first_token_seconds"].observe(ttft)
             self.histograms["vllm:e2e_request_latency_seconds"].observe(e2e)
-            self.histograms["vllm:request_queue_time_seconds"].observe(0.0)
             if output_tokens > 1:
                 self.histograms["vllm:inter_token_latency_seconds"].observe((e2e - ttft) / (output_tokens - 1))
             self.success[reason] = self.success.get(reason, 0.0) + 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,6 +26,8 @@ class State:
         self.healthy = False
         self.created = int(time.time())
         self.metrics = Metrics(args.served_model_names[0])
+        # The scheduler's bound: at most max_num_seqs requests run at once, the rest wait (num_requests_waiting).
+        self.batch = threading.BoundedSemaphore(args.max_num_seqs)
 
 
 def compact(obj) -> str:
@@ -166,7 +169,9 @@ class Handler(BaseHTTPRequestHandler):
         prompt = count_tokens(messages)
         usage = {"prompt_tokens": prompt, "completion_tokens": len(words), "total_tokens": prompt + len(words)}
         rid, model = f"chatcmpl-{uuid.uuid4().hex}", body.get("model")
-        self.state.metrics.started()
+        self.state.metrics.queued()
+        self.state.batch.acquire()
+        self.state.metrics.started(time.monotonic() - start)
         ttft = 0.0
         try:
             if body.get("stream"):
@@ -180,6 +185,7 @@ class Handler(BaseHTTPRequestHandler):
                                               "logprobs": None}]})
                 ttft = time.monotonic() - start
         finally:
+            self.state.batch.release()
             self.state.metrics.finished(prompt, len(words), ttft, time.monotonic() - start, reason)
 
     def _stream(self, rid: str, model: str, words: list[str], reason: str, usage: dict, opts: dict) -> float:
