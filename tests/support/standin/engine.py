@@ -11,6 +11,8 @@ bound at once, as vLLM does); INFERRY_STANDIN_NEVER_HEALTHY=1 (serves, /health 5
 INFERRY_STANDIN_CRASH=message (logs it as an error after start-up and exits 1); INFERRY_STANDIN_VERSION;
 INFERRY_STANDIN_GPU_COUNT (the host's GPUs: more tensor x pipeline parallel ranks than that fail like vLLM);
 INFERRY_STANDIN_TOKEN_S=seconds per generated token (decode time: a request stays running that long).
+A model folder may carry knobs too, in MODEL/inferry-standin.env (same lines, below both): how a test gives an
+engine in a pod its knobs, through the weights it fetches.
 """
 from __future__ import annotations
 
@@ -29,12 +31,13 @@ from tests.support.standin.server import State, make_server  # noqa: E402
 
 
 KNOBS_FILE = Path("/etc/inferry-standin.env")
+MODEL_KNOBS = "inferry-standin.env"
 # One line per start: tests count restarts. In the container image, /dev/shm (tests/support/hosts/image.py).
 STARTS_LOG = Path(os.environ.get("INFERRY_STANDIN_STARTS") or "/var/log/inferry-standin/starts.jsonl")
 
 
 def load_knobs(path: Path = KNOBS_FILE) -> None:
-    """Merge the host's knob file into os.environ (variables already set win)."""
+    """Merge a knob file (the host's, the model's) into os.environ (variables already set win)."""
     if not path.is_file():
         return
     for line in path.read_text().splitlines():
@@ -93,6 +96,7 @@ def load_model(state: State) -> None:
 def serve(program: str, argv: list[str]) -> None:
     """Check the command line, bind, 'load' the model, serve until SIGTERM."""
     args = accepted(program, argv)
+    load_knobs(Path(args.model) / MODEL_KNOBS)
     record_start(program, argv)
     name = {"vllm": "vLLM", "sglang": "SGLang"}.get(args.engine, "TensorRT-LLM")
     log(f"{name} API server version {args.version}")
