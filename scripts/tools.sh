@@ -165,13 +165,16 @@ module_copy() {
   rm -rf src && cp -r "$dir" src && chmod -R u+w src
 }
 
-# KEDA's operator and its CRDs (config/crd/bases).
+# KEDA's operator, its metrics adapter (serves external.metrics.k8s.io to the HPA) and its CRDs
+# (config/crd/bases).
 _keda() {
+  local ldflags="-s -w -X github.com/kedacore/keda/v2/version.Version=$KEDA_VERSION"
   module_copy "github.com/kedacore/keda/v2@$KEDA_VERSION"
-  (cd src && GOWORK=off go build -trimpath -ldflags "-s -w -X github.com/kedacore/keda/v2/version.Version=$KEDA_VERSION" \
-    -o "$BIN/keda.tmp" ./cmd/operator)
+  (cd src && GOWORK=off go build -trimpath -ldflags "$ldflags" -o "$BIN/keda.tmp" ./cmd/operator \
+    && GOWORK=off go build -trimpath -ldflags "$ldflags" -o "$BIN/keda-adapter.tmp" ./cmd/adapter)
   rm -rf "$TOOLS/keda-crds" && mkdir -p "$TOOLS/keda-crds" && cp src/config/crd/bases/*.yaml "$TOOLS/keda-crds/"
   rm -rf src
+  mv "$BIN/keda-adapter.tmp" "$BIN/keda-adapter"
   mv "$BIN/keda.tmp" "$BIN/keda"
 }
 
@@ -197,8 +200,9 @@ cluster_tools() {
   go_build kwokctl "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION" "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
   go_build kwok "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
   go_build coredns "github.com/coredns/coredns@$COREDNS_VERSION" "-X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION"
-  [ -x "$BIN/keda" ] && [ -d "$TOOLS/keda-crds" ] || rm -f "$TOOLS/src/keda-$KEDA_VERSION/.built"
-  cached "$TOOLS/src/keda-$KEDA_VERSION" "$KEDA_VERSION" "keda operator $KEDA_VERSION" _keda
+  [ -x "$BIN/keda" ] && [ -x "$BIN/keda-adapter" ] && [ -d "$TOOLS/keda-crds" ] \
+    || rm -f "$TOOLS/src/keda-$KEDA_VERSION/.built"
+  cached "$TOOLS/src/keda-$KEDA_VERSION" "$KEDA_VERSION" "keda operator and adapter $KEDA_VERSION" _keda
   [ -x "$BIN/prometheus" ] || rm -f "$TOOLS/src/prometheus-$PROMETHEUS_VERSION/.built"
   cached "$TOOLS/src/prometheus-$PROMETHEUS_VERSION" "$PROMETHEUS_VERSION" "prometheus $PROMETHEUS_VERSION" _prometheus
   cached "$TOOLS/src/pulumi-resource-kubernetes-$K8S_PROVIDER_VERSION" "$K8S_PROVIDER_PSEUDO" \

@@ -88,6 +88,12 @@ class Cluster:
         return yaml.safe_load(self.kubeconfig.read_text())
 
     @property
+    def ca(self) -> Path:
+        """The certificate authority kwokctl made: it signs the admin certificate, which the API server also
+        presents to aggregated API servers as its front-proxy client."""
+        return self.workdir / "clusters" / self.name / "pki" / "ca.crt"
+
+    @property
     def server(self) -> str:
         """The API server's URL (https://127.0.0.1:PORT; it binds every address of this machine)."""
         (c,) = [c for c in self.admin_config()["clusters"] if c["name"] == self.context]
@@ -127,6 +133,16 @@ class Cluster:
                           # leaves that node alone (kwokctl makes it manage all nodes: it set pods' status there)
                           "--extra-args", "kube-apiserver=kubelet-preferred-address-types=InternalIP",
                           "--extra-args", "kwok-controller=manage-all-nodes=false",
+                          # the aggregation layer, as a real cluster has it (KEDA's metrics adapter serves the HPA
+                          # through it): front-proxy requests trusted by the CA that signs the proxy client cert,
+                          # and an APIService's Service reached at its endpoint (no kube-proxy on this side)
+                          "--extra-args", f"kube-apiserver=requestheader-client-ca-file={self.ca}",
+                          # the one front proxy: the API server's own client cert (kwokctl's admin, kwok-admin)
+                          "--extra-args", "kube-apiserver=requestheader-allowed-names=kwok-admin",
+                          "--extra-args", "kube-apiserver=requestheader-username-headers=X-Remote-User",
+                          "--extra-args", "kube-apiserver=requestheader-group-headers=X-Remote-Group",
+                          "--extra-args", "kube-apiserver=requestheader-extra-headers-prefix=X-Remote-Extra-",
+                          "--extra-args", "kube-apiserver=enable-aggregator-routing=true",
                           "--extra-args", f"kwok-controller=manage-nodes-with-annotation-selector={FAKE}",
                           "--wait", "120s")
         if r.returncode != 0:

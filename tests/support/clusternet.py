@@ -13,11 +13,11 @@ import shutil
 import subprocess
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.support.daemons import wait_http
 from tests.support.realengine import TOOLS_BIN
 
 DNS_IP = "127.0.1.53"  # where CoreDNS listens (port 53, as a resolver must); nothing else on this machine uses it
@@ -49,7 +49,7 @@ class ClusterNet(threading.Thread):
         api = config.new_client_from_config(config_file=str(cluster.kubeconfig), context=cluster.context)
         self.core, self.node, self.namespace = client.CoreV1Api(api), node, namespace
         self.ips, self.stop = {}, threading.Event()
-        self.resolv = folder / "resolv.conf"
+        self.resolv, self.dns_log = folder / "resolv.conf", folder / "coredns.log"
         self.resolv.write_text(f"nameserver {DNS_IP}\noptions timeout:1\n")
         (folder / "Corefile").write_text(corefile(cluster))
         with open(folder / "coredns.log", "wb") as log:  # the child keeps its own descriptor
@@ -78,17 +78,7 @@ class ClusterNet(threading.Thread):
 
     def wait_ready(self, timeout: float = 30) -> None:
         """Until CoreDNS has synced with the API server."""
-        deadline = time.monotonic() + timeout
-        while True:
-            assert self.dns.poll() is None, f"coredns exited {self.dns.returncode}"
-            try:
-                with urllib.request.urlopen(READY, timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "coredns not ready"
-            time.sleep(0.2)
+        wait_http(READY, self.dns, self.dns_log, "coredns", timeout)
 
     def run(self) -> None:
         from kubernetes import watch

@@ -9,18 +9,18 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from tests.support.cluster import CRDS as SUITE_CRDS
 from tests.support.cluster import crd
+from tests.support.daemons import stop, wait_http
 from tests.support.realengine import TOOLS_BIN
 
 CRDS = TOOLS_BIN.parent / "keda-crds"
 NAMESPACE = "keda"  # KEDA's own (cluster objects, secrets it reads)
+ADAPTER_SERVICE = "keda-operator-metrics-apiserver"  # the API server checks the adapter's cert for NAME.NS.svc
 
 
 def keda_binary() -> str:
@@ -31,36 +31,25 @@ def keda_binary() -> str:
     return str(binary)
 
 
-def _certs(folder: Path) -> None:
-    """ca.crt, tls.crt, tls.key for the operator's metrics service on 127.0.0.1 (what cert rotation makes)."""
+def _certs(folder: Path, ips: tuple[str, ...]) -> None:
+    """ca.crt, tls.crt, tls.key for the operator's metrics service on 127.0.0.1 and the adapter on `ips` (what
+    cert rotation makes)."""
     def sh(cmd: str) -> None:
         subprocess.run(cmd, shell=True, check=True, cwd=folder, capture_output=True)
 
     sh("openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 1 -subj /CN=keda-test-ca")
     sh("openssl req -newkey rsa:2048 -nodes -keyout tls.key -out tls.csr -subj /CN=keda-operator")
-    (folder / "ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n")
+    names = ",".join(f"IP:{ip}" for ip in ("127.0.0.1", *ips))
+    names += f",DNS:localhost,DNS:{ADAPTER_SERVICE}.{NAMESPACE}.svc"
+    (folder / "ext").write_text(f"subjectAltName={names}\nextendedKeyUsage=serverAuth,clientAuth\n")
     sh("openssl x509 -req -in tls.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out tls.crt -days 1 -extfile ext")
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port nothing listens on now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _wait_ready(proc: subprocess.Popen, port: int, log: Path, timeout: float = 60) -> None:
-    """Until the operator's /readyz answers 200 (controller-runtime's health endpoint); its log if it dies."""
-    deadline = time.monotonic() + timeout
-    while True:
-        assert proc.poll() is None, f"KEDA exited {proc.returncode}:\n{log.read_text()[-3000:]}"
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        assert time.monotonic() < deadline, f"KEDA not ready in {timeout:.0f} s:\n{log.read_text()[-3000:]}"
-        time.sleep(0.2)
 
 
 def _restore_crds(cluster) -> None:
@@ -75,31 +64,35 @@ def _restore_crds(cluster) -> None:
 
 
 @contextmanager
-def keda_operator(cluster, watch_namespace: str, folder: Path) -> Iterator[subprocess.Popen]:
-    """KEDA's operator watching one namespace, its CRDs installed; stopped at the end."""
+def keda_operator(cluster, watch_namespace: str, folder: Path, *,
+                  adapter_ip: str | None = None) -> Iterator[None]:
+    """KEDA's operator watching one namespace, its CRDs installed; with adapter_ip, also its metrics adapter
+    serving external.metrics.k8s.io to the HPA controller from this machine's adapter_ip (tests/support/
+    keda_adapter.py). Everything stopped, and the cluster's API as before, at the end."""
     binary = keda_binary()
-    for crd in sorted(CRDS.glob("*.yaml")):
-        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crd))
+    for crd_file in sorted(CRDS.glob("*.yaml")):
+        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crd_file))
     cluster.kubectl("create", "namespace", NAMESPACE, check=False)
-    health, certs = _free_port(), folder / "keda-certs"
+    health, grpc, certs = free_port(), free_port(), folder / "keda-certs"
     certs.mkdir(exist_ok=True)
-    _certs(certs)
+    _certs(certs, (adapter_ip,) if adapter_ip else ())
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "KEDA_CLUSTER_OBJECT_NAMESPACE": NAMESPACE,
            "POD_NAMESPACE": NAMESPACE, "WATCH_NAMESPACE": watch_namespace}
     argv = [binary, f"--kubeconfig={cluster.kubeconfig}", "--leader-elect=false", "--enable-cert-rotation=false",
             "--enable-webhook-patching=false", "--enable-apiservice-patching=false", f"--cert-dir={certs}",
             "--metrics-bind-address=127.0.0.1:0", f"--health-probe-bind-address=127.0.0.1:{health}",
-            "--metrics-service-bind-address=127.0.0.1:0"]
+            f"--metrics-service-bind-address=127.0.0.1:{grpc}"]
     with open(folder / "keda.log", "wb") as log:  # the child keeps its own descriptor
         proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        _wait_ready(proc, health, folder / "keda.log")
-        yield proc
+        wait_http(f"http://127.0.0.1:{health}/readyz", proc, folder / "keda.log", "KEDA")
+        if adapter_ip is None:
+            yield
+        else:
+            from tests.support.keda_adapter import metrics_adapter
+
+            with metrics_adapter(cluster, env, certs, adapter_ip, grpc, folder):
+                yield
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
         _restore_crds(cluster)

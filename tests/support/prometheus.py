@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from tests.support.daemons import stop, wait_http
 from tests.support.realengine import TOOLS_BIN
 
 PORT = 9090
@@ -76,20 +76,6 @@ class Prometheus:
         return sum(1 for t in active if t["health"] == "up")
 
 
-def _wait_ready(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        assert proc.poll() is None, f"Prometheus exited {proc.returncode}:\n{log.read_text()[-3000:]}"
-        try:
-            with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        assert time.monotonic() < deadline, f"Prometheus not ready in {timeout:.0f} s:\n{log.read_text()[-3000:]}"
-        time.sleep(0.2)
-
-
 @contextmanager
 def prometheus_on_node(node, monitor: dict, namespace: str, folder: Path) -> Iterator[Prometheus]:
     """Prometheus in the node's network scraping what `monitor` (a rendered ServiceMonitor) selects; stopped at
@@ -106,12 +92,7 @@ def prometheus_on_node(node, monitor: dict, namespace: str, folder: Path) -> Ite
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     url = f"http://{node.lay.address}:{PORT}"
     try:
-        _wait_ready(url, proc, log)
+        wait_http(f"{url}/-/ready", proc, log, "Prometheus")
         yield Prometheus(url, proc, log)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)

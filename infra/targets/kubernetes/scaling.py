@@ -62,6 +62,10 @@ def scaled_object_spec(ctx: Ctx) -> dict[str, Any]:
         "triggers": [{"type": "prometheus", "metricType": "AverageValue", "metadata": {
             "serverAddress": a.prometheus_url, "query": prometheus_query(ctx),
             "threshold": str(a.queue_target)}}],
+        # cooldownPeriod is KEDA's wait before scaling to zero only; scaling in between min and max is the HPA's
+        # (5 min by default): cooldown_s sets both, as it sets the plain HPA's.
+        "advanced": {"horizontalPodAutoscalerConfig": {"behavior": {
+            "scaleDown": {"stabilizationWindowSeconds": a.cooldown_s}}}},
     }
 
 

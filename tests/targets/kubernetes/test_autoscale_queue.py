@@ -1,9 +1,9 @@
-"""The autoscaler's input, for real, on the real node: the engine in its pod queues the requests past its batch
-(`max_num_seqs: 1`, answers slowed by the model's stand-in knobs), a real Prometheus scrapes the pod as the
-stack's ServiceMonitor says, the stack's KEDA query (read back from the cluster's ScaledObject) returns that
-queue, and KEDA's real operator, reading it through the rendered trigger, marks the ScaledObject Active while
-requests wait and inactive once they drain. The HPA acting on it needs KEDA's metrics adapter behind the API
-server's aggregation layer, which is not run here (docs/kubernetes.md).
+"""Autoscaling for real, on the real node, driven by the engine's own queue: the engine in its pod queues the
+requests past its batch (`max_num_seqs: 1`, answers slowed by the model's stand-in knobs), a real Prometheus
+scrapes the pod as the stack's ServiceMonitor says, the stack's KEDA query (read back from the cluster's
+ScaledObject) returns that queue, KEDA's real operator marks the ScaledObject Active while requests wait, and
+the HPA it made, fed by KEDA's real metrics adapter through the API server's aggregation layer, takes the
+Deployment from min_replicas to max_replicas and, once the queue drained and cooldown_s passed, back.
 """
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from tests.support.storage_util import make_model
 
 pytestmark = pytest.mark.cluster
 NS = "pods-queue"
-REQUESTS = 8  # one at a time, 4 s each ("stand-in reply to: hi" is 4 tokens at 1 s): the last waits ~28 s
+REQUESTS = 12  # one at a time, 4 s each ("stand-in reply to: hi" is 4 tokens at 1 s): the last waits ~44 s
+COOLDOWN_S = 15
 
 
 def send(node, ip: str, results: list) -> None:
@@ -46,9 +47,15 @@ def until(check, what: str, timeout: float = 90) -> None:
         time.sleep(1)
 
 
-def watch_the_queue(project, node, cluster, url: str, tmp_path) -> tuple[list[str], list[float], set[str], float]:
-    """`inferry up`, then requests past the batch: (their statuses, the queue Prometheus saw each second, the
-    Active states KEDA set meanwhile, the queue once KEDA turned inactive again)."""
+def replicas(cluster) -> tuple[int, int]:
+    """(spec.replicas, ready replicas) of the engine's Deployment."""
+    dep = cluster.get("deployment", NAME, NS)
+    return dep["spec"]["replicas"], dep["status"].get("readyReplicas", 0)
+
+
+def watch_the_queue(project, node, cluster, url: str, tmp_path) -> dict:
+    """`inferry up`, then requests past the batch: their statuses, the queue Prometheus saw each second, the
+    Active states KEDA set and the Deployment's (replicas, ready) meanwhile, and the queue after."""
     r = project.inferry("up", "queue", timeout=600, check=False)
     assert r.returncode == 0, r.stdout + r.stderr
     trigger = cluster.get("scaledobject", NAME, NS)["spec"]["triggers"][0]["metadata"]
@@ -63,13 +70,17 @@ def watch_the_queue(project, node, cluster, url: str, tmp_path) -> tuple[list[st
         clients = [threading.Thread(target=send, args=(node, ip, results)) for _ in range(REQUESTS)]
         for c in clients:
             c.start()
-        queue, states = [], set()
+        seen: dict = {"queue": [], "active": set(), "replicas": []}
         while any(c.is_alive() for c in clients):
-            queue.append(float(prom.query(trigger["query"])[0]["value"][1]))
-            states.add(active(cluster))
+            seen["queue"].append(float(prom.query(trigger["query"])[0]["value"][1]))
+            seen["active"].add(active(cluster))
+            seen["replicas"].append(replicas(cluster))
             time.sleep(1)
         until(lambda: active(cluster) == "False", "KEDA still active after the queue drained", timeout=60)
-        return results, queue, states, float(prom.query(trigger["query"])[0]["value"][1])
+        # scaling in: the HPA's stabilization window (cooldown_s) plus its 15 s sync period
+        until(lambda: seen["replicas"].append(replicas(cluster)) or seen["replicas"][-1][0] == 1,
+              f"never scaled back in: {seen['replicas'][-5:]}", timeout=COOLDOWN_S + 90)
+        return {**seen, "results": results, "drained": float(prom.query(trigger["query"])[0]["value"][1])}
 
 
 def test_the_engines_queue_reaches_prometheus_and_keda_through_the_stacks_own_objects(node, cluster, store,
@@ -80,19 +91,24 @@ def test_the_engines_queue_reaches_prometheus_and_keda_through_the_stacks_own_ob
     push(store, model, "slow-model")
     url = f"http://{node.lay.address}:{PORT}"
     d = on_the_node(cluster, store, NS, service_monitor=True, autoscaling={
-        "engine": "keda", "min_replicas": 1, "max_replicas": 2, "queue_target": 1, "prometheus_url": url})
+        "engine": "keda", "min_replicas": 1, "max_replicas": 2, "queue_target": 1, "prometheus_url": url,
+        "cooldown_s": COOLDOWN_S})
     d["model"].update(weights="slow-model")
     d["engine"].update(max_num_seqs=1)
     project = Project(tmp_path / "project")
     project.write_stack("queue", d, SECRETS)
     # KEDA runs until the stack is destroyed: it takes its finalizer off the ScaledObject, which else stays.
-    with keda_operator(cluster, NS, tmp_path):
+    with keda_operator(cluster, NS, tmp_path, adapter_ip=node.lay.gateway):
         try:
-            results, queue, states, drained = watch_the_queue(project, node, cluster, url, tmp_path)
+            seen = watch_the_queue(project, node, cluster, url, tmp_path)
         finally:
             project.pulumi("destroy", "--yes", "--stack", "queue", check=False, timeout=600)
     cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
-    assert results == ["200"] * REQUESTS, results
+    queue, scale = seen["queue"], seen["replicas"]
+    assert seen["results"] == ["200"] * REQUESTS, seen["results"]
     assert max(queue) >= REQUESTS - 3, queue  # the requests past the batch, as the pod's gauge had them
-    assert drained == 0
-    assert "True" in states, (states, queue)  # KEDA saw requests waiting through the rendered trigger
+    assert seen["drained"] == 0
+    assert "True" in seen["active"], (seen["active"], queue)  # KEDA saw requests waiting through the trigger
+    assert scale[0] == (1, 1), scale  # min_replicas
+    assert (2, 2) in scale, (scale, queue)  # max_replicas, the new pod Ready
+    assert scale[-1][0] == 1, scale  # back to min_replicas once the queue drained
