@@ -1,13 +1,13 @@
 """KEDA's real operator (built by scripts/tools.sh) against the suite's cluster, run outside it as a process.
 
 It installs KEDA's own CRDs (the release's config/crd/bases, with their status subresources) over the
-transcribed schemas (put back when it stops), and serves its metrics gRPC service on this machine with a throwaway CA (the release's
-cert rotation needs the in-cluster Secret and webhooks, which an out-of-cluster operator does not have).
+transcribed schemas (put back when it stops), and serves its metrics gRPC service on this machine with a
+throwaway CA (the release's cert rotation needs the in-cluster Secret and webhooks, which an out-of-cluster
+operator does not have).
 """
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +17,7 @@ from tests.support.cluster import CRDS as SUITE_CRDS
 from tests.support.cluster import crd
 from tests.support.daemons import stop, wait_http
 from tests.support.realengine import TOOLS_BIN
+from tests.support.standin.process import free_port
 
 CRDS = TOOLS_BIN.parent / "keda-crds"
 NAMESPACE = "keda"  # KEDA's own (cluster objects, secrets it reads)
@@ -43,13 +44,6 @@ def _certs(folder: Path, ips: tuple[str, ...]) -> None:
     names += f",DNS:localhost,DNS:{ADAPTER_SERVICE}.{NAMESPACE}.svc"
     (folder / "ext").write_text(f"subjectAltName={names}\nextendedKeyUsage=serverAuth,clientAuth\n")
     sh("openssl x509 -req -in tls.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out tls.crt -days 1 -extfile ext")
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _restore_crds(cluster) -> None:

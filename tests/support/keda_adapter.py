@@ -18,8 +18,9 @@ from pathlib import Path
 
 from tests.support.keda import ADAPTER_SERVICE as SERVICE
 from tests.support.daemons import stop
-from tests.support.keda import NAMESPACE, free_port
+from tests.support.keda import NAMESPACE
 from tests.support.realengine import TOOLS_BIN
+from tests.support.standin.process import free_port
 
 GROUP, VERSION = "external.metrics.k8s.io", "v1beta1"
 
