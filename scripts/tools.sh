@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build (or find) the external programs the suite drives, from Go modules: the Pulumi CLI and its Python plugins,
 # Docker Compose v2, and for Kubernetes a control plane (kube-apiserver, controller-manager, scheduler, kubectl,
-# etcd, kwok), a node (kubelet, kube-proxy), cluster DNS (CoreDNS), KEDA's operator and the Pulumi Kubernetes provider. Usage: scripts/tools.sh [all|pulumi|compose|cluster].
+# etcd, kwok), a node (kubelet, kube-proxy), cluster DNS (CoreDNS), KEDA (operator, metrics adapter), Prometheus and the Pulumi Kubernetes provider. Usage: scripts/tools.sh [all|pulumi|compose|cluster].
 # `pulumi` includes the Python language host (typed `pulumi up`), built when no official one is on PATH.
 # Idempotent and cached under $INFERRY_TOOLS (default ~/.cache/inferry/tools); prints the folder to put on
 # PATH as its last line. A `pulumi` already on PATH (the official install) wins over a build.

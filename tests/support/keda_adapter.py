@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.support.keda import ADAPTER_SERVICE as SERVICE
 from tests.support.daemons import stop
+from tests.support.keda import ADAPTER_SERVICE as SERVICE
 from tests.support.keda import NAMESPACE
 from tests.support.realengine import TOOLS_BIN
 from tests.support.standin.process import free_port

@@ -18,10 +18,10 @@ DEFAULT_VERSIONS = {"vllm": "0.33.0", "tensorrt-llm": "1.2.1", "sglang": "0.5.23
 SNAPSHOT_PREFIX = {"vllm": "vllm-", "tensorrt-llm": "trtllm-", "sglang": "sglang-"}
 # Without --host vLLM binds every interface; trtllm-serve's click default is "localhost"; SGLang's 127.0.0.1.
 DEFAULT_HOSTS = {"vllm": "0.0.0.0", "tensorrt-llm": "127.0.0.1", "sglang": "127.0.0.1"}
-DEFAULT_PORTS = {"sglang": 30000}
+DEFAULT_PORTS = {"sglang": 30000}  # arg_groups/fields/serving.py; the others default to 8000
 # The running batch's bound without a flag: vLLM's max_num_seqs for an API server on a GPU under 70 GiB
 # (EngineArgs._set_default_args), trtllm-serve's --max_batch_size click default; SGLang sizes its own from memory.
-DEFAULT_BATCH = {"vllm": 256, "tensorrt-llm": 2048, "sglang": 256}  # arg_groups/fields/serving.py; the others default to 8000
+DEFAULT_BATCH = {"vllm": 256, "tensorrt-llm": 2048, "sglang": 256}
 
 
 def served_name(engine: str, model: str) -> str:
