@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -27,7 +28,7 @@ def gpu_host(host_network):
 
 def test_captures_command_lines_match_the_table():
     for name, args in CAPTURES.items():
-        first = (nvidia_smi.FIXTURES / name).read_text().splitlines()[0]
+        first = (Path(nvidia_smi.FIXTURES) / name).read_text().splitlines()[0]
         assert first in (f"$ nvidia-smi {args}".rstrip(), "<?xml version=\"1.0\" ?>")
 
 

@@ -62,20 +62,26 @@ class HostFacts:
 # dockerd registers its `nvidia` device driver (compose's GPU reservations, `--gpus`) only when this
 # NVIDIA Container Toolkit program is on its PATH (moby daemon/nvidia_linux.go).
 GPU_HOOK = "nvidia-container-runtime-hook"
+DOCKER_V = "v="  # marks the daemon's version in `docker version`'s merged output
 
 
-def probe_command(cache_dir: str) -> str:
-    """A shell command printing every fact in marked sections (one round trip)."""
+def probe_command(cache_dir: str, docker: bool = True) -> str:
+    """A shell command printing every fact in marked sections (one round trip); Docker's only when asked (the
+    process runtime never uses them, and three Docker CLI runs are most of a probe's CPU)."""
     q = shlex.quote(cache_dir)
+    # One `docker version` gives both: the daemon's version on the `v=` line (empty when it does not answer), and
+    # the client's reason on stderr, merged after it.
+    docker_facts = [
+        f"echo {MARK}dockercli", "command -v docker",
+        f"echo {MARK}docker", f"docker version --format '{DOCKER_V}{{{{.Server.Version}}}}' 2>&1 | tail -n 5",
+        f"echo {MARK}compose", "docker compose version --short 2>/dev/null",
+        f"echo {MARK}gpuhook", f"command -v {GPU_HOOK}",
+    ] if docker else []
     return "; ".join([
         f"echo {MARK}os", "cat /etc/os-release 2>/dev/null",
         f"echo {MARK}smi", f"{SMI_QUERY} 2>&1; echo \"[exit $?]\"",
         f"echo {MARK}smiver", "nvidia-smi --version 2>/dev/null",
-        f"echo {MARK}dockercli", "command -v docker",
-        f"echo {MARK}docker", "docker version --format '{{.Server.Version}}' 2>/dev/null",
-        f"echo {MARK}dockererr", "docker version --format '{{.Server.Version}}' 2>&1 >/dev/null | tail -n 1",
-        f"echo {MARK}compose", "docker compose version --short 2>/dev/null",
-        f"echo {MARK}gpuhook", f"command -v {GPU_HOOK}",
+        *docker_facts,
         f"echo {MARK}df", f"d={q}; while [ ! -e \"$d\" ]; do d=$(dirname \"$d\"); done; echo \"$d\"; df -Pk \"$d\"",
         f"echo {MARK}mem", "grep -E '^(MemTotal|MemAvailable):' /proc/meminfo",
         f"echo {MARK}systemd", "[ -d /run/systemd/system ] && echo yes",
@@ -160,6 +166,14 @@ def parse_meminfo(text: str) -> tuple[int, int]:
     return kv.get("MemTotal", 0), kv.get("MemAvailable", 0)
 
 
+def parse_docker(text: str) -> tuple[str | None, str | None]:
+    """(the daemon's version, None) or (None, why not) from `docker version --format 'v=...' 2>&1`."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    version = next((ln[len(DOCKER_V):] for ln in lines if ln.startswith(DOCKER_V) and ln[len(DOCKER_V):]), None)
+    errors = [ln for ln in lines if not ln.startswith(DOCKER_V)]
+    return version, None if version or not errors else errors[-1]
+
+
 def parse_facts(text: str) -> HostFacts:
     """Every fact from one probe's output."""
     s = sections(text)
@@ -167,10 +181,11 @@ def parse_facts(text: str) -> HostFacts:
     driver = parse_driver_version(s.get("smiver", "")) or (gpus[0].driver if gpus else None)
     disk_path, free = parse_df(s.get("df", ""))
     total, avail = parse_meminfo(s.get("mem", ""))
+    docker, docker_error = parse_docker(s.get("docker", ""))
     return HostFacts(
         os=parse_os_release(s.get("os", "")), gpus=gpus, smi_error=smi_error, driver=driver,
-        cuda=parse_cuda_version(s.get("smiver", "")), docker=s.get("docker", "").strip() or None,
-        docker_client=bool(s.get("dockercli", "").strip()), docker_error=s.get("dockererr", "").strip() or None,
+        cuda=parse_cuda_version(s.get("smiver", "")), docker=docker, docker_error=docker_error,
+        docker_client=bool(s.get("dockercli", "").strip()),
         compose=s.get("compose", "").strip() or None, docker_gpus=bool(s.get("gpuhook", "").strip()),
         disk_path=disk_path, disk_free_bytes=free,
         mem_total_bytes=total, mem_available_bytes=avail, systemd=s.get("systemd", "").strip() == "yes",

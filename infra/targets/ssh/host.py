@@ -54,15 +54,15 @@ class HostReport:
     restarts: int = 0
 
 
-def read_facts(s: Session, cache_dir: str, step: str = "read facts") -> HostFacts:
-    """The host's facts (one command)."""
-    return parse_facts(s.run(probe_command(cache_dir), step).out)
+def read_facts(s: Session, cache_dir: str, runtime: str, step: str = "read facts") -> HostFacts:
+    """The host's facts (one command); Docker's only for the docker runtime."""
+    return parse_facts(s.run(probe_command(cache_dir, docker=runtime == "docker"), step).out)
 
 
 def ensure_host(a: HostArgs, private_key: str) -> HostReport:
     """Preflight, then install what the runtime needs when the stack allows it."""
     s = session(a.conn, private_key)
-    f = read_facts(s, a.weights_cache)
+    f = read_facts(s, a.weights_cache, a.runtime)
     req = preflight.Requirements(gpu=a.gpu, gpu_count=a.gpu_count, engine=a.engine, weights_bytes=0,
                                  runtime=a.runtime, install_docker=a.install_docker, gpu_names=a.gpu_names,
                                  cuda=a.cuda)
@@ -77,7 +77,7 @@ def ensure_host(a: HostArgs, private_key: str) -> HostReport:
                                   "or check that the host reaches download.docker.com and nvidia.github.io",
                                   where=e.where) from None
             ops.writes.append(name)
-        f = read_facts(s, a.weights_cache)
+        f = read_facts(s, a.weights_cache, a.runtime)
     return HostReport(f.os.pretty, [g.name for g in f.gpus], f.driver, f.cuda, f.docker, len(ops.writes))
 
 

@@ -24,8 +24,8 @@ DOCKER_DOWN = "Cannot connect to the Docker daemon at unix:///var/run/docker.soc
 
 def probe_output(smi: str | None = None, df_free_kb: int = 500 * 1024 * 1024, docker: dict | None = None) -> str:
     """What probe_command prints on the H200 host (from its captures), with optional overrides; docker:
-    {'dockercli', 'docker', 'dockererr', 'compose', 'gpuhook'} sections (default: no Docker at all)."""
-    d = {"dockercli": "", "docker": "", "dockererr": "", "compose": "", "gpuhook": "", **(docker or {})}
+    {'dockercli', 'docker', 'compose', 'gpuhook'} sections (default: no Docker at all)."""
+    d = {"dockercli": "", "docker": "", "compose": "", "gpuhook": "", **(docker or {})}
     return "\n".join([
         f"{MARK}os", capture("os.txt").rsplit("\n", 1)[0],
         f"{MARK}smi", smi if smi is not None else capture("smi_query_nounits.txt"),
@@ -91,13 +91,13 @@ def test_each_gap_is_named(change, expect):
     assert len(found) == 1 and expect in found[0], found
 
 
-DOCKER_OK = {"dockercli": "/usr/bin/docker", "docker": "28.5.2", "compose": "2.40.3",
+DOCKER_OK = {"dockercli": "/usr/bin/docker", "docker": "v=28.5.2", "compose": "2.40.3",
              "gpuhook": "/usr/bin/nvidia-container-runtime-hook"}
 
 
 @pytest.mark.parametrize("docker, expect", [
     ({}, None),
-    ({"docker": "", "dockererr": DOCKER_DOWN}, f"the Docker daemon does not answer ({DOCKER_DOWN}): start it"),
+    ({"docker": f"v=\n{DOCKER_DOWN}"}, f"the Docker daemon does not answer ({DOCKER_DOWN}): start it"),
     ({"compose": ""}, "Docker Compose v2 (`docker compose`) is missing"),
     ({"gpuhook": ""}, "Docker cannot give containers GPUs: the NVIDIA Container Toolkit"),
 ])
@@ -105,6 +105,20 @@ def test_docker_runtime_gaps(docker, expect):
     f = facts.parse_facts(probe_output(docker={**DOCKER_OK, **docker}))
     found = preflight.gaps(f, req(runtime="docker"))
     assert found == ([] if expect is None else [found[0]]) and (expect is None or expect in found[0]), found
+
+
+def test_docker_version_and_error_from_one_run():
+    """`docker version --format 'v={{.Server.Version}}' 2>&1` as the Docker CLI prints it: the daemon's version on
+    the v= line, or an empty v= line and the client's reason (either order: two streams merged)."""
+    assert facts.parse_docker("v=28.5.2\n") == ("28.5.2", None)
+    assert facts.parse_docker(f"v=\n{DOCKER_DOWN}\n") == (None, DOCKER_DOWN)
+    assert facts.parse_docker(f"{DOCKER_DOWN}\nv=\n") == (None, DOCKER_DOWN)
+    assert facts.parse_docker("") == (None, None)
+
+
+def test_process_runtime_probe_runs_no_docker():
+    assert "docker" not in facts.probe_command("/var/lib/inferry", docker=False)
+    assert facts.probe_command("/var/lib/inferry").count("docker version") == 1
 
 
 def test_install_docker_leaves_the_installing_to_the_host_step():
