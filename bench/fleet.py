@@ -2,7 +2,7 @@
 whole commands, at several fleet sizes; and how first-apply time grows with the number of hosts.
 
 Run as root after `bash scripts/test.sh` built the tools and `.venv/bin/pip install -e '.[bench]'` installed
-pyinfra: `python bench/fleet.py [--hosts 1 8 32 64] [--engine-start-s 20] [--repeat 3]`.
+pyinfra: `python bench/fleet.py [--hosts 1 8 32 64] [--engine-start-s 20] [--repeat 3] [--runs first]`.
 Each host's stand-in engine takes --engine-start-s to answer after it starts (a model's load), as a real engine
 does. Per round, interleaved (the order alternates): each tool's first apply (from nothing), its no-op re-apply,
 and a rolling change (an engine option changed: inferry with `max_unavailable: 25%`; pyinfra has no batch
@@ -75,20 +75,23 @@ def sides(network, server, tmp: Path, hosts, start_s: float) -> list[tuple[Side,
     return [(inferry, inferry), (pyinfra, Side("pyinfra", pycmd2, tmp / f"pyinfra-{n}-b", dict(project.env), clean))]
 
 
-def bench(network, server, tmp: Path, n: int, repeat: int, start_s: float) -> dict[str, list[float]]:
+def bench(network, server, tmp: Path, n: int, repeat: int, start_s: float,
+          runs: tuple[str, ...] = RUNS) -> dict[str, list[float]]:
     """Seconds per round for each (tool, run) on n fresh hosts whose engines take start_s to load."""
     with fresh_hosts(network, [f"f{n}x{i}" for i in range(n)]) as hosts:
         for h in hosts:
             h.exec(f"mkdir -p {CACHE}/{MODEL} && echo '{{}}' > {CACHE}/{MODEL}/config.json", check=True)
             h.set_standin(startup_s=start_s)
         pairs = sides(network, server, tmp, hosts, start_s)
-        rows: dict[str, list[float]] = {f"{a.name} {r}": [] for a, _ in pairs for r in RUNS}
+        rows: dict[str, list[float]] = {f"{a.name} {r}": [] for a, _ in pairs for r in runs}
         for i in range(repeat):
             for side, after in pairs if i % 2 == 0 else pairs[::-1]:
                 rows[f"{side.name} first"].append(side.time())
-                rows[f"{side.name} no-op"].append(side.time())
-                side.change()  # type: ignore[attr-defined]
-                rows[f"{side.name} rolling"].append(after.time())
+                if "no-op" in runs:
+                    rows[f"{side.name} no-op"].append(side.time())
+                if "rolling" in runs:
+                    side.change()  # type: ignore[attr-defined]
+                    rows[f"{side.name} rolling"].append(after.time())
                 side.reset()
         return rows
 
@@ -99,15 +102,18 @@ def main() -> None:
     p.add_argument("--hosts", type=int, nargs="+", default=[1, 8, 32, 64])
     p.add_argument("--engine-start-s", type=float, default=20.0)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--runs", nargs="+", choices=RUNS, default=list(RUNS),
+                   help="which runs to time (a first apply always runs: the others start from it)")
     args = p.parse_args()
+    runs = tuple(r for r in RUNS if r in {"first", *args.runs})
     print(f"engine start {args.engine_start_s:g} s, {args.repeat} round(s), load average before: "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     firsts: dict[str, dict[int, float]] = {"inferry": {}, "pyinfra": {}}
     with bench_world("inferry-bench-fleet-", KEYS) as (tmp, network, server):
         print(header("inferry up", "pyinfra -y"), flush=True)
         for n in args.hosts:
-            rows = bench(network, server, tmp, n, args.repeat, args.engine_start_s)
-            for run in RUNS:
+            rows = bench(network, server, tmp, n, args.repeat, args.engine_start_s, runs)
+            for run in runs:
                 print(row(n, run, rows[f"inferry {run}"], rows[f"pyinfra {run}"]), flush=True)
             for tool in firsts:
                 firsts[tool][n] = statistics.median(rows[f"{tool} first"])

@@ -48,6 +48,13 @@ def _certs(folder: Path, ips: tuple[str, ...]) -> None:
 
 def _restore_crds(cluster) -> None:
     """KEDA's CRDs out, the suite's transcribed ones back: the session's other tests find the cluster as it was."""
+    # KEDA is stopped: the finalizer it put on an object a test left behind would hold that CRD's deletion forever.
+    for kind in ("scaledobjects.keda.sh", "scaledjobs.keda.sh"):
+        listed = cluster.kubectl("get", kind, "-A", "-o", "jsonpath={range .items[*]}{.metadata.namespace}/"
+                                 "{.metadata.name}{\" \"}{end}", check=False).stdout.split()
+        for ns, name in (item.split("/", 1) for item in listed):
+            cluster.kubectl("patch", kind, name, "-n", ns, "--type=merge", "-p", '{"metadata":{"finalizers":null}}',
+                            check=False)
     for f in sorted(CRDS.glob("*.yaml")):
         cluster.kubectl("delete", "-f", str(f), "--ignore-not-found", "--timeout=60s", check=False)
     ours = [crd(p) for p in sorted(SUITE_CRDS.glob("keda.sh_*.yaml"))]

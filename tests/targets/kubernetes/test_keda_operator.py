@@ -63,6 +63,8 @@ def test_keda_makes_the_autoscaler_the_stack_asks_for(cluster, tmp_path):
     assert metric["type"] == "External" and metric["external"]["metric"]["name"] == "s0-prometheus"
     assert metric["external"]["target"] == {"type": "AverageValue", "averageValue": str(a.queue_target)}
     assert metric["external"]["metric"]["selector"]["matchLabels"] == {"scaledobject.keda.sh/name": name}
+    # cooldown_s reaches the HPA KEDA made: without it, scale-down waits the HPA's default 300 s.
+    assert spec["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == a.cooldown_s
     (owner,) = hpa["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["name"]) == ("ScaledObject", name)
     cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
@@ -76,3 +78,28 @@ def test_the_cluster_keeps_its_own_scaledobject_schema_after_keda(cluster, tmp_p
     after = json.loads(cluster.kubectl("get", "crd", "scaledobjects.keda.sh", "-o", "json").stdout)
     assert "subresources" not in after["spec"]["versions"][0]
     assert cluster.kubectl("get", "crd", "scaledjobs.keda.sh", check=False).returncode != 0
+
+
+def test_an_object_keda_finalized_does_not_hold_its_crd_after_keda(cluster, tmp_path):
+    """A ScaledObject left behind carries KEDA's finalizer, which nobody removes once KEDA stops: the CRDs are
+    still swapped back, not left terminating, and the next test can create ScaledObjects."""
+    ns = f"{NS}-left"  # the other tests' namespace may still be terminating
+    so = {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": {"name": "left", "namespace": ns},
+          "spec": {"scaleTargetRef": {"name": "absent"},
+                   "triggers": [{"type": "cpu", "metricType": "Utilization", "metadata": {"value": "50"}}]}}
+    cluster.kubectl("create", "namespace", ns, check=False)
+    with keda_operator(cluster, ns, tmp_path):
+        assert cluster.apply(so).returncode == 0
+        finalizers: list = []
+        for _ in range(60):
+            got = json.loads(cluster.kubectl("get", "scaledobject", "left", "-n", ns, "-o", "json").stdout)
+            finalizers = got["metadata"].get("finalizers") or []
+            if finalizers:
+                break
+            time.sleep(1)
+        assert finalizers, "KEDA put no finalizer on the ScaledObject"
+    crd = json.loads(cluster.kubectl("get", "crd", "scaledobjects.keda.sh", "-o", "json").stdout)
+    assert "deletionTimestamp" not in crd["metadata"] and "subresources" not in crd["spec"]["versions"][0]
+    r = cluster.kubectl("create", "--dry-run=server", "-f", "-", stdin=json.dumps(so), check=False)
+    assert r.returncode == 0, r.stderr
+    cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
