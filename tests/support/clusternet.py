@@ -52,7 +52,7 @@ class ClusterNet(threading.Thread):
         self.resolv, self.dns_log = folder / "resolv.conf", folder / "coredns.log"
         self.resolv.write_text(f"nameserver {DNS_IP}\noptions timeout:1\n")
         (folder / "Corefile").write_text(corefile(cluster))
-        with open(folder / "coredns.log", "wb") as log:  # the child keeps its own descriptor
+        with open(self.dns_log, "wb") as log:  # the child keeps its own descriptor
             self.dns = subprocess.Popen([coredns(), "-conf", str(folder / "Corefile")], cwd=folder, stdout=log,
                                         stderr=subprocess.STDOUT)
 

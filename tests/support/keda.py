@@ -25,10 +25,11 @@ ADAPTER_SERVICE = "keda-operator-metrics-apiserver"  # the API server checks the
 
 
 def keda_binary() -> str:
-    """The operator; fails loudly when it or its CRDs are missing (no skip)."""
+    """The operator; fails loudly when it, its metrics adapter (built with it) or its CRDs are missing (no skip)."""
     binary = TOOLS_BIN / "keda"
-    if not binary.exists() or not sorted(CRDS.glob("*.yaml")):
-        raise RuntimeError("the KEDA tests need the operator and its CRDs: run `bash scripts/tools.sh cluster`")
+    if not binary.exists() or not (TOOLS_BIN / "keda-adapter").exists() or not sorted(CRDS.glob("*.yaml")):
+        raise RuntimeError("the KEDA tests need the operator, its adapter and its CRDs: run "
+                           "`bash scripts/tools.sh cluster`")
     return str(binary)
 
 

@@ -77,9 +77,13 @@ def watch_the_queue(project, node, cluster, url: str, tmp_path) -> dict:
             seen["replicas"].append(replicas(cluster))
             time.sleep(1)
         until(lambda: active(cluster) == "False", "KEDA still active after the queue drained", timeout=60)
+
+        def scaled_in() -> bool:
+            seen["replicas"].append(replicas(cluster))
+            return seen["replicas"][-1][0] == 1
+
         # scaling in: the HPA's stabilization window (cooldown_s) plus its 15 s sync period
-        until(lambda: seen["replicas"].append(replicas(cluster)) or seen["replicas"][-1][0] == 1,
-              f"never scaled back in: {seen['replicas'][-5:]}", timeout=COOLDOWN_S + 90)
+        until(scaled_in, "never scaled back in", timeout=COOLDOWN_S + 90)
         return {**seen, "results": results, "drained": float(prom.query(trigger["query"])[0]["value"][1])}
 
 
