@@ -66,3 +66,19 @@ def test_installed_cli_works_from_a_folder_outside_any_project(installed, tmp_pa
     assert inferry("init", "k", "--target", "kubernetes").returncode == 0
     r = inferry("render", "k", "--out", "kout")
     assert r.returncode == 0 and any((work / "kout").iterdir()), r.stderr
+
+
+def test_the_real_engine_tests_run_the_wheel_in_a_folder_init_made(installed, tmp_path):
+    """tests/support/realengine.Project as the real-engine tests use it: `inferry`, `python` (the language host's,
+    from PATH) and the program's imports all resolve to the installed wheel, never to this checkout."""
+    from tests.support.realengine import Project
+
+    _, bin_dir = installed
+    project = Project(tmp_path / "mine", bin_dir)
+    project.write_stack("s", {"target": {"kind": "kubernetes"}, "engine": {"kind": "vllm"}}, {})
+    assert (project.folder / "__main__.py").read_text().startswith('"""The Pulumi program of this project')
+    assert not (project.folder / "infra").exists() and "PYTHONPATH" not in project.env
+    found = project.run(["sh", "-c", "command -v inferry; command -v python"]).stdout.split()
+    assert found == [str(bin_dir / "inferry"), str(bin_dir / "python")], found
+    where = project.run(["python", "-c", "import cli, infra; print(cli.__file__); print(infra.__file__)"]).stdout
+    assert all(p.startswith(str(bin_dir.parent)) for p in where.split()), where

@@ -62,7 +62,7 @@ def test_state_of_the_program_before_the_component_needs_no_replacement(host_net
     # Typed `pulumi up` takes the interpreter from PATH (scripts/tools.sh: the language host): this venv's; the
     # program's code is the folder's infra/ either way, first on sys.path.
     path = f"{Path(sys.executable).parent}{os.pathsep}{tools_path()}"
-    project = Project(folder, {"PATH": path})  # links only what is not there yet: the program stays the old one
+    project = Project(folder, env={"PATH": path})  # links only what is not there yet: the program stays the old one
     deployment = ssh_stack([host], server)
     project.write_stack("compat", deployment, {"sshPrivateKey": host_network.client_key_text, "apiKey": API_KEY,
                                                "s3AccessKey": S3_KEYS[0], "s3SecretKey": S3_KEYS[1]})

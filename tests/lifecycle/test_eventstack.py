@@ -40,9 +40,9 @@ def test_seen_keeps_the_root_outputs_and_the_summary_counts():
         "endpoint": ("http://h:8080/v1", False), "key": (MASKED, True)}
 
 
-def test_a_stack_the_backend_lacks_is_created_by_the_first_command(tmp_path):
+def test_a_stack_the_backend_lacks_is_created_by_the_first_command(tmp_path, installed):
     """No `stack select` runs any more: the first command meets "no stack named", creates it, runs again."""
-    project = Project(tmp_path / "p")
+    project = Project(tmp_path / "p", installed[1])
     doc = yaml.safe_load((ROOT / "stacks" / "Pulumi.eu-ssh.yaml").read_text())
     keys = [k.split(":", 1)[1] for k, v in doc["config"].items() if isinstance(v, dict) and "secure" in v]
     project.write_stack("eu-ssh", doc["config"]["inferry:deployment"], {k: f"placeholder-{k}" for k in keys})

@@ -27,9 +27,9 @@ def deployment(host, server) -> dict:
 
 
 @pytest.fixture(scope="module")
-def stacks(host_network, s3_server_factory, tmp_path_factory):
+def stacks(host_network, s3_server_factory, tmp_path_factory, installed):
     tmp = tmp_path_factory.mktemp("real-migrate")
-    project = Project(tmp / "project")
+    project = Project(tmp / "project", installed[1])
     hosts, servers = {}, {}
     for name in ("a", "b"):  # only a's store holds the model
         servers[name] = model_store(s3_server_factory, host_network, KEYS[name], tmp, with_model=name == "a")

@@ -26,11 +26,11 @@ ENGINE = {"kind": "vllm", "max_model_len": 4096}  # the same on both sides: migr
 
 
 @pytest.fixture(scope="module")
-def world(node, cluster, store, host_network, s3_server_factory, tmp_path_factory):  # noqa: F811
+def world(node, cluster, store, host_network, s3_server_factory, tmp_path_factory, installed):  # noqa: F811
     """Stacks k8s (the real node, the pods' store holding the model) and ssh (one test host, its own empty
     store and keys) in one project; both destroyed at the end whatever happened."""
     tmp = tmp_path_factory.mktemp("migrate-k8s")
-    project, host = Project(tmp / "project"), host_network.add_host("mk1")
+    project, host = Project(tmp / "project", installed[1]), host_network.add_host("mk1")
     ssh_store = model_store(s3_server_factory, host_network, SSH_KEYS, tmp, with_model=False)
     k8s = on_the_node(cluster, store, NS)
     k8s["engine"] = ENGINE
@@ -48,7 +48,7 @@ def world(node, cluster, store, host_network, s3_server_factory, tmp_path_factor
 
 def migrate(project: Project, net: ClusterNet, a: str, b: str) -> str:
     """`inferry migrate --from a --to b --destroy-source` as from the cluster's network; its output."""
-    argv = [*Project.inferry_argv(), "migrate", "--from", a, "--to", b, "--destroy-source", "--drain-grace", "1",
+    argv = [*project.inferry_argv(), "migrate", "--from", a, "--to", b, "--destroy-source", "--drain-grace", "1",
             "--yes"]
     return project.run(net.argv(argv), timeout=900).stdout
 

@@ -27,7 +27,7 @@ class Example:
 
     def __init__(self, source: Path, folder: Path, env: dict[str, str]):
         folder.mkdir()
-        self.project = Project(folder, env)  # the CLI, backend and PULUMI_HOME; its inferry program is not used
+        self.project = Project(folder, env=env)  # the CLI, backend and PULUMI_HOME; its inferry program is not used
         for name in ("__main__.py", "infra"):
             (folder / name).unlink()
         for name in ("Pulumi.yaml", "__main__.py"):

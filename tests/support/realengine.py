@@ -1,6 +1,7 @@
 """The real Pulumi engine in tests: the CLI from PATH or scripts/tools.sh, in a project folder of its own.
 
-A `Project` is laid out as a user's checkout: Pulumi.yaml, stacks/Pulumi.NAME.yaml, state in .inferry/state.
+A `Project` is laid out as a pip user's folder after `inferry init` (or, for the few tests that need it, as a
+checkout): Pulumi.yaml, stacks/Pulumi.NAME.yaml, state in .inferry/state.
 `inferry` runs as a user runs it (a subprocess in that folder); `pulumi` too, with the backend that
 `inferry` chose (README: `pulumi login file://$PWD/.inferry/state`). Nothing may download: update checks and
 automatic plugin downloads are off, and PULUMI_HOME is the project's own.
@@ -35,26 +36,38 @@ def tools_path() -> str:
 
 
 class Project:
-    """A project folder with the real CLI; `inferry(...)` and `pulumi(...)` run there as a user types them."""
+    """A project folder with the real CLI; `inferry(...)` and `pulumi(...)` run there as a user types them.
 
-    def __init__(self, folder: Path, env: dict[str, str] | None = None):
-        self.folder = Path(folder)
+    With `install` (the bin folder of the venv a wheel went into: tests/support/wheel.py `installed`), it is a
+    pip user's folder: `inferry init NAME` makes it a project with the first stack, `inferry` and the program
+    come from that venv alone (first on PATH, no PYTHONPATH). Without, the checkout's program is linked in, for
+    the tests that need this tree's files in the folder (an older program, an example's own)."""
+
+    def __init__(self, folder: Path, install: Path | None = None, env: dict[str, str] | None = None):
+        self.folder, self.install = Path(folder), install
         (self.folder / "stacks").mkdir(parents=True, exist_ok=True)
+        home = self.folder / ".pulumi-home"
+        home.mkdir(exist_ok=True)
+        base = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PULUMI_BACKEND_URL")}
+        self.env = {**base, "PATH": tools_path(), "PULUMI_HOME": str(home), "PULUMI_SKIP_UPDATE_CHECK": "true",
+                    "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true", "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE}
+        if install is not None:
+            self.env.update(PATH=f"{install}{os.pathsep}{tools_path()}", VIRTUAL_ENV=str(install.parent))
+        else:
+            self._link_checkout()
+        self.env.update(env or {})
+
+    def _link_checkout(self) -> None:
+        """Pulumi.yaml, the program and, as Pulumi.yaml's virtualenv, the venv these tests run in (a git worktree
+        has none of its own: the language host of a typed `pulumi refresh` would find no Python there)."""
         shutil.copy(ROOT / "Pulumi.yaml", self.folder / "Pulumi.yaml")
-        # The program, and as Pulumi.yaml's virtualenv the one these tests run in (a git worktree has none of
-        # its own: the language host of a typed `pulumi refresh` would find no Python there).
         venv = Path(sys.prefix) if sys.prefix != sys.base_prefix else ROOT / ".venv"
         links = {"__main__.py": ROOT / "__main__.py", "infra": ROOT / "infra", ".venv": venv}
         for name, target in links.items():
             if not (self.folder / name).exists():
                 (self.folder / name).symlink_to(target)
-        home = self.folder / ".pulumi-home"
-        home.mkdir(exist_ok=True)
-        self.env = {**os.environ, "PATH": tools_path(), "PULUMI_HOME": str(home), "PULUMI_SKIP_UPDATE_CHECK": "true",
-                    "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true", "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE,
-                    # the checkout under test, also where the venv's editable install is another checkout's
-                    "PYTHONPATH": str(ROOT), **(env or {})}
-        self.env.pop("PULUMI_BACKEND_URL", None)
+        # the checkout under test, also where the venv's editable install is another checkout's
+        self.env["PYTHONPATH"] = str(ROOT)
 
     @property
     def state(self) -> Path:
@@ -65,10 +78,9 @@ class Project:
         """Where a stack's file lives."""
         return self.folder / "stacks" / f"Pulumi.{name}.yaml"
 
-    @staticmethod
-    def inferry_argv() -> list[str]:
-        """The installed `inferry` command."""
-        return [str(Path(sys.executable).parent / "inferry")]
+    def inferry_argv(self) -> list[str]:
+        """The installed `inferry` command: the wheel's, or this venv's."""
+        return [str((self.install or Path(sys.executable).parent) / "inferry")]
 
     def inferry(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
         """`inferry ARGS` in the project folder; check=True fails with its output when it exits non-zero."""
@@ -98,6 +110,9 @@ class Project:
         """A stack file with this deployment; each secret set as a user does: `pulumi config set --secret`
         with the value on stdin (never on a command line)."""
         path = self.stack_file(name)
+        if self.install is not None and not path.exists():  # as a user starts: then edits what init wrote
+            kind = deployment.get("target", {}).get("kind", "ssh")
+            self.inferry("init", name, "--target", kind, "--engine", deployment.get("engine", {}).get("kind", "vllm"))
         path.write_text(yaml.safe_dump({"config": {"inferry:deployment": deployment}}, sort_keys=False))
         if self.pulumi("stack", "ls", "--json").stdout.find(f'"name": "{name}"') < 0:
             self.pulumi("stack", "init", name, "--secrets-provider", "passphrase")

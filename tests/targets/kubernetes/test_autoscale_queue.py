@@ -88,7 +88,7 @@ def watch_the_queue(project, node, cluster, url: str, tmp_path) -> dict:
 
 
 def test_the_engines_queue_reaches_prometheus_and_keda_through_the_stacks_own_objects(node, cluster, store,
-                                                                                       tmp_path):
+                                                                                       tmp_path, installed):
     model = tmp_path / "slow"
     make_model(model, shards=(1 << 20,))
     (model / "inferry-standin.env").write_text("INFERRY_STANDIN_TOKEN_S=1\n")  # each token takes 1 s
@@ -99,7 +99,7 @@ def test_the_engines_queue_reaches_prometheus_and_keda_through_the_stacks_own_ob
         "cooldown_s": COOLDOWN_S})
     d["model"].update(weights="slow-model")
     d["engine"].update(max_num_seqs=1)
-    project = Project(tmp_path / "project")
+    project = Project(tmp_path / "project", installed[1])
     project.write_stack("queue", d, SECRETS)
     # KEDA runs until the stack is destroyed: it takes its finalizer off the ScaledObject, which else stays.
     with keda_operator(cluster, NS, tmp_path, adapter_ip=node.lay.gateway):

@@ -61,9 +61,9 @@ def stack_deployment(cluster, store, **target) -> dict:
 
 
 @pytest.fixture(scope="module")
-def k8s(cluster, s3_server, tmp_path_factory):
+def k8s(cluster, s3_server, tmp_path_factory, installed):
     (s3_server.root / "inferry-weights").mkdir(parents=True, exist_ok=True)
-    project = Project(tmp_path_factory.mktemp("cluster") / "project")
+    project = Project(tmp_path_factory.mktemp("cluster") / "project", installed[1])
     project.write_stack("k8s", stack_deployment(cluster, s3_server),
                         {"apiKey": API_KEY, "s3AccessKey": ACCESS_KEY, "s3SecretKey": SECRET_KEY})
     yield project, cluster, s3_server

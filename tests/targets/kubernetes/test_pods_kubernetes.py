@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -19,9 +20,9 @@ pytestmark = pytest.mark.cluster
 
 
 @pytest.fixture(scope="module")
-def vllm(node, cluster, store, tmp_path_factory):
+def vllm(node, cluster, store, tmp_path_factory, installed):
     """The vLLM stack's project; destroyed at the end whatever happened."""
-    project = Project(tmp_path_factory.mktemp("pods") / "project")
+    project = Project(tmp_path_factory.mktemp("pods") / "project", installed[1])
     project.write_stack("pods", on_the_node(cluster, store, "pods-vllm"), SECRETS)
     yield project
     project.pulumi("destroy", "--yes", "--stack", "pods", check=False, timeout=600)
@@ -61,9 +62,9 @@ def test_destroy_removes_what_inferry_made_and_the_node_runs_nothing_of_it(vllm,
 
 
 @pytest.fixture(scope="module")
-def trtllm(node, cluster, store, tmp_path_factory):
+def trtllm(node, cluster, store, tmp_path_factory, installed):
     """The same stack with TensorRT-LLM (PyTorch backend: no engine build), behind the nginx auth proxy."""
-    project = Project(tmp_path_factory.mktemp("pods-trt") / "project")
+    project = Project(tmp_path_factory.mktemp("pods-trt") / "project", installed[1])
     d = on_the_node(cluster, store, "pods-trtllm")
     d["engine"] = {"kind": "tensorrt-llm", "max_model_len": 32768}
     project.write_stack("trt", d, SECRETS)
@@ -83,9 +84,9 @@ def test_tensorrt_llm_serves_behind_its_auth_proxy_sidecar(trtllm, node, cluster
     assert cluster.kubectl("get", "namespace", "pods-trtllm", check=False).returncode != 0
 
 
-def failing_up(cluster, store, tmp_path_factory, namespace: str, change) -> tuple[Project, str]:
+def failing_up(cluster, store, folder: Path, bin_dir: Path, namespace: str, change) -> tuple[Project, str]:
     """`inferry up` of a stack that cannot roll out: (project, stderr); exit 1, no traceback."""
-    project = Project(tmp_path_factory.mktemp(namespace) / "project")
+    project = Project(folder / namespace, bin_dir)
     d = on_the_node(cluster, store, namespace)
     change(d)
     project.write_stack("bad", d, SECRETS)
@@ -94,10 +95,10 @@ def failing_up(cluster, store, tmp_path_factory, namespace: str, change) -> tupl
     return project, r.stderr
 
 
-def test_an_image_the_node_does_not_have_fails_fast_naming_the_image_and_the_fix(node, cluster, store,
-                                                                                   tmp_path_factory):
+def test_an_image_the_node_does_not_have_fails_fast_naming_the_image_and_the_fix(node, cluster, store, tmp_path,
+                                                                                   installed):
     image = "vllm/vllm-openai:v0.0.0-not-on-the-node"
-    project, err = failing_up(cluster, store, tmp_path_factory, "pods-pull",
+    project, err = failing_up(cluster, store, tmp_path, installed[1], "pods-pull",
                               lambda d: d["engine"].update(image=image))
     try:
         # the verify init container runs in the engine image: it is the first to need it
@@ -108,12 +109,13 @@ def test_an_image_the_node_does_not_have_fails_fast_naming_the_image_and_the_fix
         project.inferry("destroy", "bad", "--yes", timeout=600)
 
 
-def test_an_engine_that_exits_at_start_is_reported_with_its_last_log_lines(node, cluster, store, tmp_path_factory):
-    model = tmp_path_factory.mktemp("broken") / "m"
+def test_an_engine_that_exits_at_start_is_reported_with_its_last_log_lines(node, cluster, store, tmp_path,
+                                                                            installed):
+    model = tmp_path / "m"
     make_model(model, shards=(1 << 20,))
     (model / "config.json").unlink()  # the engine refuses a model folder without it, and exits
     push(store, model, "broken-model")
-    project, err = failing_up(cluster, store, tmp_path_factory, "pods-crash",
+    project, err = failing_up(cluster, store, tmp_path, installed[1], "pods-crash",
                               lambda d: d["model"].update(weights="broken-model"))
     try:
         assert "container engine: CrashLoopBackOff" in err, err

@@ -62,9 +62,9 @@ def stack(cluster, store, **model) -> dict:
 
 
 @pytest.fixture(scope="module")
-def rolling(node, cluster, store, tmp_path_factory):
+def rolling(node, cluster, store, tmp_path_factory, installed):
     """The project; destroyed at the end whatever happened."""
-    project = Project(tmp_path_factory.mktemp("rolling") / "project")
+    project = Project(tmp_path_factory.mktemp("rolling") / "project", installed[1])
     project.write_stack(STACK, stack(cluster, store), SECRETS)
     yield project
     project.pulumi("destroy", "--yes", "--stack", STACK, check=False, timeout=600)

@@ -17,11 +17,11 @@ KEYS = ("rd-access-key", "rd-secret-key-" + "3" * 12)
 
 
 @pytest.fixture(scope="module")
-def stack(host_network, s3_server_factory, tmp_path_factory):
+def stack(host_network, s3_server_factory, tmp_path_factory, installed):
     tmp = tmp_path_factory.mktemp("real-docker")
     server = model_store(s3_server_factory, host_network, KEYS, tmp)
     (h,) = host_network.add_hosts(["rdk"], docker=True)
-    project = Project(tmp / "project")
+    project = Project(tmp / "project", installed[1])
     project.write_stack("dock", ssh_stack([h], server, runtime="docker"), {
         "sshPrivateKey": host_network.client_key_text, "apiKey": API_KEY, "s3AccessKey": KEYS[0],
         "s3SecretKey": KEYS[1]})

@@ -71,11 +71,11 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(host_network, s3_server_factory, tmp_path_factory):
+def world(host_network, s3_server_factory, tmp_path_factory, installed):
     tmp = tmp_path_factory.mktemp("faults")
     server = model_store(s3_server_factory, host_network, S3_KEYS, tmp)
     hosts = host_network.add_hosts(["fa1", "fa2", "fa3"])
-    w = World(hosts, server, Project(tmp / "project"), host_network.client_key_text)
+    w = World(hosts, server, Project(tmp / "project", installed[1]), host_network.client_key_text)
     w.project.write_stack(STACK, w.deployment(), {"sshPrivateKey": w.private_key, "apiKey": API_KEY,
                                                   "s3AccessKey": S3_KEYS[0], "s3SecretKey": S3_KEYS[1]})
     yield w

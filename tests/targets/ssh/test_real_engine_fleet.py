@@ -25,13 +25,13 @@ HOSTS = 10
 
 
 @pytest.fixture(scope="module")
-def fleet(host_network, s3_server_factory, tmp_path_factory):
+def fleet(host_network, s3_server_factory, tmp_path_factory, installed):
     tmp = tmp_path_factory.mktemp("fleet")
     server = model_store(s3_server_factory, host_network, S3_KEYS, tmp)
     hosts = host_network.add_hosts([f"fl{i}" for i in range(HOSTS)])
     for h in hosts:
         h.set_standin(startup_s=3)  # a load phase: each create holds its provider call through it
-    project = Project(tmp / "project")
+    project = Project(tmp / "project", installed[1])
     project.write_stack("fleet", ssh_stack(hosts, server, health_timeout_s=60), {
         "sshPrivateKey": host_network.client_key_text, "apiKey": API_KEY, "s3AccessKey": S3_KEYS[0],
         "s3SecretKey": S3_KEYS[1]})

@@ -55,12 +55,12 @@ class Fleet:
 
 
 @contextmanager
-def _fleet(host_network, s3_server_factory, tmp_path_factory, names, stack, runtime):
+def _fleet(host_network, s3_server_factory, tmp_path_factory, bin_dir, names, stack, runtime):
     """A Fleet on new hosts, up; destroyed and its hosts removed afterwards."""
     tmp = tmp_path_factory.mktemp(stack)
     server = model_store(s3_server_factory, host_network, KEYS, tmp)
     hosts = host_network.add_hosts(names, docker=runtime == "docker")
-    f = Fleet(hosts, server, Project(tmp / "project"), stack, runtime)
+    f = Fleet(hosts, server, Project(tmp / "project", bin_dir), stack, runtime)
     f.project.write_stack(stack, f.deployment(), {"sshPrivateKey": host_network.client_key_text, "apiKey": API_KEY,
                                                   "s3AccessKey": KEYS[0], "s3SecretKey": KEYS[1]})
     try:
@@ -72,16 +72,16 @@ def _fleet(host_network, s3_server_factory, tmp_path_factory, names, stack, runt
 
 
 @pytest.fixture(scope="module")
-def docked(host_network, s3_server_factory, tmp_path_factory):
+def docked(host_network, s3_server_factory, tmp_path_factory, installed):
     """Two hosts with their own Docker engines, stack `rbdock` (docker runtime), up."""
-    with _fleet(host_network, s3_server_factory, tmp_path_factory, ["rbd1", "rbd2"], "rbdock", "docker") as f:
+    with _fleet(host_network, s3_server_factory, tmp_path_factory, installed[1], ["rbd1", "rbd2"], "rbdock", "docker") as f:
         yield f
 
 
 @pytest.fixture(scope="module")
-def bare(host_network, s3_server_factory, tmp_path_factory):
+def bare(host_network, s3_server_factory, tmp_path_factory, installed):
     """Two hosts without Docker, stack `rbproc` (process runtime), up."""
-    with _fleet(host_network, s3_server_factory, tmp_path_factory, ["rbp1", "rbp2"], "rbproc", "process") as f:
+    with _fleet(host_network, s3_server_factory, tmp_path_factory, installed[1], ["rbp1", "rbp2"], "rbproc", "process") as f:
         yield f
 
 
