@@ -30,10 +30,10 @@ UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # how Pulumi shows a value a p
 
 
 @pytest.fixture
-def example(cluster, node, store, tmp_path):  # noqa: F811 (store: the pods test's S3 server, with the model)
+def example(cluster, node, store, tmp_path, installed):  # noqa: F811 (store: the pods test's S3 server, with the model)
     env = example_env(MY_CLOUD_ADMIN_KUBECONFIG=str(cluster.kubeconfig), MY_CLOUD_ADMIN_CONTEXT=cluster.context,
                       MY_CLOUD_EVENTS=str(tmp_path / "cloud-events.jsonl"))
-    ex = Example(EXAMPLE, tmp_path / "project", env)
+    ex = Example(EXAMPLE, tmp_path / "project", installed[1], env)
     ex.project.pulumi("stack", "init", "dev", "--secrets-provider", "passphrase")
     # pinned to the real node (its label and taint: a dedicated pool's), sized for it
     ex.config({"weightsEndpoint": store.endpoint, "weightsRegion": store.region, "weightsBucket": "inferry-weights",

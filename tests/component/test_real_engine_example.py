@@ -31,16 +31,16 @@ def vm_events(ex: Example) -> list[tuple[str, int, bool]]:
 
 
 @pytest.fixture
-def example(host_network, s3_server_factory, tmp_path):
+def example(host_network, s3_server_factory, tmp_path, installed):
     server = model_store(s3_server_factory, host_network, S3_KEYS, tmp_path)
     hosts = host_network.add_hosts(["vm0", "vm1"])
     pool = tmp_path / "pool.json"
     pool.write_text(json.dumps([{"address": h.address, "user": h.user, "host_key": h.host_key_line,
                                  "private_key": host_network.client_key_text} for h in hosts]))
-    # Typed `pulumi up` takes python from PATH (this venv: `inferry` installed from this tree); the stand-in
-    # cloud is importable as a provider package is, by the program and by Pulumi's provider host alike.
+    # Typed `pulumi up` runs the example's .venv (the wheel's); the stand-in cloud is importable as a provider
+    # package is, by the program and by Pulumi's provider host alike.
     env = example_env(MY_CLOUD_POOL=str(pool), MY_CLOUD_EVENTS=str(tmp_path / "cloud-events.jsonl"))
-    ex = Example(EXAMPLE, tmp_path / "project", env)
+    ex = Example(EXAMPLE, tmp_path / "project", installed[1], env)
     ex.project.pulumi("stack", "init", "dev", "--secrets-provider", "passphrase")
     ex.config({"weightsEndpoint": server.endpoint, "weightsRegion": server.region, "weightsBucket": BUCKET})
     ex.config({"apiKey": API_KEY, "s3AccessKey": S3_KEYS[0], "s3SecretKey": S3_KEYS[1]}, secret=True)

@@ -1,37 +1,35 @@
 """An example program of examples/ run as a user runs it: its files in a project folder, typed `pulumi` there.
 
 The stand-in cloud (tests/support/cloud) is importable from PYTHONPATH, as a provider package is; `inferry` is
-this tree's, installed in the venv whose python is first on PATH.
+the wheel of this tree, installed alone into the venv the example's Pulumi.yaml names (`.venv`), as a user's is.
 """
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import sys
 from pathlib import Path
 
 from tests.conftest import ROOT
-from tests.support.realengine import Project, tools_path
+from tests.support.realengine import Project
 
 CLOUD = ROOT / "tests" / "support" / "cloud"
 
 
 def example_env(**env: str) -> dict[str, str]:
-    """The environment of a typed `pulumi`: this venv's python and the tools on PATH, the stand-in cloud importable."""
-    return {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{tools_path()}", "PYTHONPATH": str(CLOUD), **env}
+    """The environment of a typed `pulumi` beside the user's own: the stand-in cloud importable."""
+    return {"PYTHONPATH": str(CLOUD), **env}
 
 
 class Example:
-    """The example's files in a project folder of their own, with this tree's venv and the stand-in cloud."""
+    """The example's files in a project folder of their own, its `.venv` the one the wheel went into (install:
+    that venv's bin folder), the stand-in cloud importable."""
 
-    def __init__(self, source: Path, folder: Path, env: dict[str, str]):
+    def __init__(self, source: Path, folder: Path, install: Path, env: dict[str, str]):
         folder.mkdir()
-        self.project = Project(folder, env=env)  # the CLI, backend and PULUMI_HOME; its inferry program is not used
-        for name in ("__main__.py", "infra"):
-            (folder / name).unlink()
+        self.project = Project(folder, install, env)  # the CLI, backend and PULUMI_HOME
         for name in ("Pulumi.yaml", "__main__.py"):
             shutil.copy(source / name, folder / name)
+        (folder / ".venv").symlink_to(install.parent)  # `python -m venv .venv`, then `pip install inferry` in it
         self.events = Path(env["MY_CLOUD_EVENTS"])
 
     def pulumi(self, *args: str, **kw):

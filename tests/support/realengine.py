@@ -41,7 +41,7 @@ class Project:
     With `install` (the bin folder of the venv a wheel went into: tests/support/wheel.py `installed`), it is a
     pip user's folder: `inferry init NAME` makes it a project with the first stack, `inferry` and the program
     come from that venv alone (first on PATH, no PYTHONPATH). Without, the checkout's program is linked in, for
-    the tests that need this tree's files in the folder (an older program, an example's own)."""
+    the test that needs this tree's files in the folder (an older program upgraded to this one)."""
 
     def __init__(self, folder: Path, install: Path | None = None, env: dict[str, str] | None = None):
         self.folder, self.install = Path(folder), install
