@@ -5,8 +5,8 @@
 Times whole processes, as bench/ssh.py does: a Python process that imports the Automation API and runs
 `pulumi up` of an empty inline program on a local file backend, the way inferry runs its own (one
 `pulumi version`, then `up --stack NAME`; outputs from the update's events), after a first run created
-the stack, so every timed run is a no-op. Beside it, `python -c pass` and `pulumi version`. Needs the
-Pulumi CLI on PATH (scripts/tools.sh builds it). Prints median and best seconds.
+the stack, so every timed run is a no-op. Beside it, `python -c pass` and `pulumi version`. Takes the
+Pulumi CLI from PATH, else from what scripts/tools.sh built. Prints median and best seconds.
 """
 from __future__ import annotations
 
@@ -50,9 +50,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeat", type=int, default=10)
     args = p.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from tests.support.realengine import tools_path  # the CLI the suite built, as the other benches take it
     work = Path(tempfile.mkdtemp(prefix="inferry-floor-"))
     (work / "state").mkdir()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PULUMI_BACKEND_URL": f"file://{work / 'state'}",
+    env = {**os.environ, "PATH": tools_path(), "PYTHONPATH": str(ROOT), "PULUMI_BACKEND_URL": f"file://{work / 'state'}",
            "PULUMI_CONFIG_PASSPHRASE": "floor", "PULUMI_SKIP_UPDATE_CHECK": "true", "PULUMI_HOME": str(work / "home")}
     cases = {"python -c pass": [sys.executable, "-c", "pass"], "pulumi version": ["pulumi", "version"],
              "empty program, no-op up": [sys.executable, "-c", EMPTY_UP, str(work)]}
