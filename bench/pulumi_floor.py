@@ -20,6 +20,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.support.realengine import tools_path  # noqa: E402  (the CLI the suite built, as the other benches take it)
 
 EMPTY_UP = """
 import sys
@@ -50,11 +53,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeat", type=int, default=10)
     args = p.parse_args()
-    sys.path.insert(0, str(ROOT))
-    from tests.support.realengine import tools_path  # the CLI the suite built, as the other benches take it
     work = Path(tempfile.mkdtemp(prefix="inferry-floor-"))
     (work / "state").mkdir()
-    env = {**os.environ, "PATH": tools_path(), "PYTHONPATH": str(ROOT), "PULUMI_BACKEND_URL": f"file://{work / 'state'}",
+    env = {**os.environ, "PATH": tools_path(), "PYTHONPATH": str(ROOT),
+           "PULUMI_BACKEND_URL": f"file://{work / 'state'}",
            "PULUMI_CONFIG_PASSPHRASE": "floor", "PULUMI_SKIP_UPDATE_CHECK": "true", "PULUMI_HOME": str(work / "home")}
     cases = {"python -c pass": [sys.executable, "-c", "pass"], "pulumi version": ["pulumi", "version"],
              "empty program, no-op up": [sys.executable, "-c", EMPTY_UP, str(work)]}

@@ -49,10 +49,11 @@ class Project:
         home = self.folder / ".pulumi-home"
         home.mkdir(exist_ok=True)
         base = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PULUMI_BACKEND_URL")}
-        self.env = {**base, "PATH": tools_path(), "PULUMI_HOME": str(home), "PULUMI_SKIP_UPDATE_CHECK": "true",
+        path = tools_path() if install is None else f"{install}{os.pathsep}{tools_path()}"
+        self.env = {**base, "PATH": path, "PULUMI_HOME": str(home), "PULUMI_SKIP_UPDATE_CHECK": "true",
                     "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true", "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE}
         if install is not None:
-            self.env.update(PATH=f"{install}{os.pathsep}{tools_path()}", VIRTUAL_ENV=str(install.parent))
+            self.env["VIRTUAL_ENV"] = str(install.parent)
         else:
             self._link_checkout()
         self.env.update(env or {})

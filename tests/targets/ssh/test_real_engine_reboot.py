@@ -74,14 +74,16 @@ def _fleet(host_network, s3_server_factory, tmp_path_factory, bin_dir, names, st
 @pytest.fixture(scope="module")
 def docked(host_network, s3_server_factory, tmp_path_factory, installed):
     """Two hosts with their own Docker engines, stack `rbdock` (docker runtime), up."""
-    with _fleet(host_network, s3_server_factory, tmp_path_factory, installed[1], ["rbd1", "rbd2"], "rbdock", "docker") as f:
+    with _fleet(host_network, s3_server_factory, tmp_path_factory, installed[1], ["rbd1", "rbd2"], "rbdock",
+                "docker") as f:
         yield f
 
 
 @pytest.fixture(scope="module")
 def bare(host_network, s3_server_factory, tmp_path_factory, installed):
     """Two hosts without Docker, stack `rbproc` (process runtime), up."""
-    with _fleet(host_network, s3_server_factory, tmp_path_factory, installed[1], ["rbp1", "rbp2"], "rbproc", "process") as f:
+    with _fleet(host_network, s3_server_factory, tmp_path_factory, installed[1], ["rbp1", "rbp2"], "rbproc",
+                "process") as f:
         yield f
 
 
