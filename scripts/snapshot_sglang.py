@@ -198,6 +198,8 @@ def manual_options(w: Wheel) -> list[dict]:
         opt = {"dest": dest, "flags": flags, "action": "_StoreAction", "nargs": None, "type": "str",
                "type_name": "str", "choices": None, "deprecated": bool(action and "Deprecated" in action),
                "namespace_file": "server_args.py", "line": call.lineno, "default": None, "required": False}
+        if opt["deprecated"] and "new_flag" in kw:  # what SGLang's warning says to write instead
+            opt["new_flag"] = ast.literal_eval(kw["new_flag"])
         if action in ("DeprecatedStoreTrueAction", "'store_true'"):
             opt.update(action="_StoreTrueAction", type=None, type_name=None, nargs=0)
         elif "choices" in kw:

@@ -122,3 +122,62 @@ def test_init_writes_a_valid_sglang_stack(cli, tmp_path):
     assert cli("init", str(path), "--engine", "sglang").exit_code == 0
     assert load_stack(str(path)).deployment.engine.kind == "sglang"
     assert cli("validate", str(path)).exit_code == 0
+
+
+def _errors(engine: dict) -> list:
+    return [p for p in findings(deployment(engine)) if p.severity == "error"]
+
+
+@pytest.mark.parametrize("extra,field", [
+    (["--quantization", "awq"], "engine.quantization"), (["--kv-cache-dtype", "fp8_e5m2"], "engine.kv_cache_dtype"),
+    (["--chunked-prefill-size", "4096"], "engine.chunked_prefill_size"),
+    (["--max-running-requests", "8"], "engine.max_running_requests"), (["--dtype", "float16"], "engine.dtype"),
+    (["--speculative-algorithm", "NGRAM"], "engine.speculative"), (["--context-length", "4096"],
+                                                                 "engine.max_model_len")])
+def test_extra_args_that_override_a_typed_field_are_refused(extra, field):
+    # SGLang's argparse lets the later flag win, so the field sizing reads would be silently overridden.
+    problems = _errors({**SGLANG, "extra_args": extra})
+    assert [p.path for p in problems] == ["engine.extra_args"] and field in problems[0].hint, problems
+
+
+def test_metrics_are_always_on():
+    ns = options.parse("sglang", "0.5.23", service_spec(deployment(SGLANG)).args)
+    assert ns.enable_metrics is True
+    assert any("--enable-metrics is set by inferry" in p.message
+               for p in _errors({**SGLANG, "extra_args": ["--enable-metrics"]}))
+
+
+@pytest.mark.parametrize("method", ["eagle", "ngram"])
+def test_pipeline_parallel_with_speculative_decoding_is_refused(method):
+    spec = {"method": method, "num_speculative_tokens": 2,
+            **({"model": "s3://inferry-weights/eagle"} if method == "eagle" else {"prompt_lookup_max": 4})}
+    problems = _errors({**SGLANG, "pipeline_parallel_size": 2, "speculative": spec})
+    assert any(p.path == "engine.speculative" and "pipeline parallelism" in p.message for p in problems), problems
+    assert not any(p.path == "engine.speculative" for p in _errors({**SGLANG, "pipeline_parallel_size": 2}))
+
+
+@pytest.mark.parametrize("extra,chunk,refused", [
+    (["--page-size", "64"], 1000, True), (["--page-size", "64"], 4096, False), ([], 1000, False),
+    (["--attention-backend", "flashmla"], 1000, True), (["--attention-backend", "trtllm_mha", "--page-size", "16"],
+                                                        1008, False)])
+def test_chunked_prefill_must_be_a_whole_number_of_pages(extra, chunk, refused):
+    problems = [p for p in _errors({**SGLANG, "chunked_prefill_size": chunk, "extra_args": extra})
+                if p.path == "engine.chunked_prefill_size"]
+    assert bool(problems) is refused, problems
+    if refused:
+        assert "multiple of the KV page size 64" in problems[0].message and "use 960" in problems[0].hint
+
+
+def test_ngram_renders_the_longest_match_it_was_given():
+    spec = service_spec(deployment({**SGLANG, "speculative": {"method": "ngram", "num_speculative_tokens": 3,
+                                                               "prompt_lookup_max": 5}}))
+    ns = options.parse("sglang", spec.version, spec.args)
+    assert (ns.speculative_algorithm, ns.speculative_num_draft_tokens, ns.speculative_ngram_max_trie_depth) == \
+        ("NGRAM", 4, 5)
+
+
+def test_deprecated_spellings_warn_with_what_sglang_says_instead():
+    problems = findings(deployment({**SGLANG, "extra_args": ["--disable-cuda-graph"]}))
+    (warning,) = [p for p in problems if "deprecated" in p.message]
+    assert warning.severity == "warning" and "--cuda-graph-backend-{decode,prefill}=disabled" in warning.hint
+

@@ -4,25 +4,11 @@ Each start-up rule cites the sglang 0.5.23 source it mirrors (file:line in the w
 from __future__ import annotations
 
 from infra.engines import options, rules
-from infra.engines.sglang import service
+from infra.engines.sglang import service, startup
 from infra.errors import Problem
 from infra.stack.config import Deployment
 
 EXTRA = "engine.extra_args"
-# Options inferry sets itself, by argparse dest: (the stack field to use instead, why).
-OWNED = {
-    "model_path": ("model.weights", "inferry passes the weights' path as the model"),
-    "served_model_name": ("model.name", "the health gate and clients use model.name"),
-    "host": ("target", "the target decides where the engine listens"),
-    "port": ("serving.port", "the load balancer and health gate use serving.port"),
-    "api_key": ("serving.api_key", "a key on the command line is visible to every process on the host"),
-    "config": ("serving.api_key", "inferry's launch wrapper passes the one --config SGLang accepts"),
-    "tp_size": ("engine.tensor_parallel_size", "the GPU reservation follows it"),
-    "pp_size": ("engine.pipeline_parallel_size", "the GPU reservation follows it"),
-    "dp_size": ("engine.data_parallel_size", "the GPU reservation follows it"),
-    "context_length": ("engine.max_model_len", "sizing reads the field"),
-    "mem_fraction_static": ("engine.mem_fraction_static", "sizing reads the field"),
-}
 
 
 def option_problems(d: Deployment) -> list[Problem]:
@@ -31,23 +17,16 @@ def option_problems(d: Deployment) -> list[Problem]:
     return rules.snapshot_problems(spec) or rules.argv_problems(spec, EXTRA)
 
 
-def _owned(d: Deployment) -> list[Problem]:
-    version, extra = d.engine.version, d.engine.extra_args
-    base = vars(options.parse("sglang", version, ["--model-path", "m"]))
-    got = vars(options.parse("sglang", version, ["--model-path", "m", *extra]))
-    return [Problem(EXTRA, f"--{dest.replace('_', '-')} is set by inferry ({why})", hint=f"remove it and set {field}")
-            for dest, (field, why) in OWNED.items() if got.get(dest) != base.get(dest)]
-
-
 def startup_rules(d: Deployment, model_max: int | None) -> list[Problem]:
     """What launch_server refuses once its parser accepted the line (nothing when the parser refuses it)."""
     spec = service.service_spec(d)
     if options.check_args("sglang", d.engine.version, spec.args):
         return []  # option_problems says why
-    problems = _owned(d)
-    if problems:
-        return problems
     e = d.engine
+    problems = startup.owned_problems(e.version, startup.extra_dests(e.version, e.extra_args))
+    if problems:
+        return problems  # the rest would judge values inferry will not run
+    problems = startup.resolved_problems(d, options.parse("sglang", e.version, spec.args))
     gpus = d.provider.gpu_count
     # arg_groups/validation_hook.py / server_args.py:581 compute_world_size: dp x tp x pp GPUs per node;
     # the scheduler places one rank per visible GPU and fails when there are fewer.
@@ -70,6 +49,7 @@ def startup_rules(d: Deployment, model_max: int | None) -> list[Problem]:
         problems.append(Problem("engine.speculative.prompt_lookup_min", "SGLang's NGRAM has no minimum match "
                                 "length (arg_groups/fields/spec.py:252 speculative_ngram_*)", severity="warning",
                                 hint="drop it; tune --speculative-ngram-* in extra_args"))
+    problems += startup.deprecated_problems(e.version, e.extra_args)
     return problems + [Problem(EXTRA, f"{s} is an abbreviation of {full}", severity="warning",
                                hint=f"write {full}: a later SGLang may add an option that makes {s} ambiguous")
                        for s, full in options.abbreviations("sglang", e.version, e.extra_args)]

@@ -17,8 +17,11 @@ KEY_ENV = "INFERRY_SGLANG_API_KEY"  # read by the launch wrapper below, never by
 # SGLang takes the key only as --api-key (arg_groups/fields/serving.py:160; no environment variable). So the
 # key goes from the environment into a 0600 --config YAML file that SGLang merges into its argv in-process
 # (utils/server_args_config_parser.py:75): no rendered file and no process's command line ever holds it.
-WRAPPER = ('umask 077 && f=$(mktemp) && printf "api-key: \'%s\'\\n" "$(printf %s "$' + KEY_ENV
-           + '" | sed "s/\'/\'\'/g")" > "$f" && exec python3 -m sglang.launch_server "$@" --config "$f"')
+# The file's name must end in .yaml or .yml (_validate_yaml_file refuses any other suffix before it reads it),
+# so it is a fixed name inside a fresh 0700 folder: `mktemp -d` is the same in GNU and busybox.
+WRAPPER = ('umask 077 && d=$(mktemp -d) && f="$d/inferry-auth.yaml" && printf "api-key: \'%s\'\\n" '
+           '"$(printf %s "$' + KEY_ENV + '" | sed "s/\'/\'\'/g")" > "$f" '
+           '&& exec python3 -m sglang.launch_server "$@" --config "$f"')
 COMMAND = ("sh", "-c", WRAPPER, "sglang.launch_server")
 # SGLang's NEXTN is multi-token prediction; STANDALONE a separate draft model (speculative_hook.py).
 ALGORITHMS = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "draft_model": "STANDALONE", "ngram": "NGRAM"}
@@ -59,7 +62,14 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--kv-cache-dtype", _kv_dtype),
     Flag("--chunked-prefill-size", lambda d: _e(d).chunked_prefill_size),
     Flag("--max-running-requests", lambda d: _e(d).max_running_requests),
+    # /metrics exists only with it (entrypoints/http_server.py:314): status, drain and autoscaling read it.
+    Flag("--enable-metrics", lambda d: True, style="on"),
 )
+
+
+# The flags speculative_args renders (owned by engine.speculative: extra_args may not set them).
+SPECULATIVE_FLAGS = ("--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-steps",
+                     "--speculative-eagle-topk", "--speculative-num-draft-tokens", "--speculative-ngram-max-trie-depth")
 
 
 def speculative_args(d: Deployment, draft_dir: str | None) -> list[str]:
@@ -71,7 +81,10 @@ def speculative_args(d: Deployment, draft_dir: str | None) -> list[str]:
     if s.model is not None:
         args += ["--speculative-draft-model-path", draft_dir or s.model]
     if s.method == "ngram":
-        return args + ["--speculative-num-draft-tokens", str(s.num_speculative_tokens + 1)]
+        # Only the last speculative_ngram_max_trie_depth tokens are matched (speculative/ngram_worker.py:247):
+        # the longest n-gram looked up, vLLM's prompt_lookup_max.
+        return args + ["--speculative-num-draft-tokens", str(s.num_speculative_tokens + 1),
+                       "--speculative-ngram-max-trie-depth", str(s.prompt_lookup_max)]
     return args + ["--speculative-num-steps", str(s.num_speculative_tokens), "--speculative-eagle-topk", "1",
                    "--speculative-num-draft-tokens", str(s.num_speculative_tokens + 1)]
 

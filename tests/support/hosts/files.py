@@ -32,7 +32,8 @@ LogLevel VERBOSE
 
 
 def copy_tools(dest: Path) -> Path:
-    """Copy the stand-ins (and the engines' stdlib-only option snapshots) where hosts can read them.
+    """Copy the stand-ins (with the engines' stdlib-only option snapshots and their own code the stand-ins
+    run, tests/support/engine_code.py) where hosts can read them.
 
     The checkout may live under /tmp, /root or /home, which every host replaces with its own.
     """
@@ -43,6 +44,9 @@ def copy_tools(dest: Path) -> Path:
         (dest / "infra" / "engines").mkdir(parents=True)
         shutil.copy(engines / "options.py", dest / "infra" / "engines" / "options.py")
         shutil.copytree(engines / "snapshots", dest / "infra" / "engines" / "snapshots", ignore=ignore)
+    from tests.support import engine_code  # the engines' own files the stand-in runs
+
+    engine_code.copy_into(dest / "tests" / "support" / "standin" / "engine_code")
     return dest / "tests" / "support" / "standin"
 
 

@@ -58,6 +58,7 @@ class EngineArgs:
     world_size: int = 1  # GPUs the engine needs: tensor x pipeline parallel size
     backend: str = "pytorch"  # TensorRT-LLM --backend
     max_num_seqs: int = 256  # requests in the running batch at once; more wait (vLLM --max-num-seqs)
+    metrics: bool = True  # /metrics is served (SGLang: only with --enable-metrics, http_server.py:314)
 
 
 def _options():
@@ -146,7 +147,7 @@ def parse(program: str, argv: list[str]) -> EngineArgs:
             raise Refused(f"invalid choice: {argv[0] if argv else ''!r} (the stand-in knows only 'serve')")
         argv = argv[1:]
     elif engine == "sglang":
-        argv = sglang_config(argv)
+        argv = sglang_config(argv, version)
     elif argv and argv[0] == "serve":
         argv = argv[1:]
     ns = _parse(engine, version, argv)
@@ -170,32 +171,37 @@ def parse(program: str, argv: list[str]) -> EngineArgs:
                     * _size(ns, "tp_size") * _size(ns, "pp_size") * _size(ns, "dp_size")),
         backend=getattr(ns, "backend", None) or "pytorch",
         max_num_seqs=getattr(ns, "max_num_seqs", None) or getattr(ns, "max_batch_size", None)
-        or getattr(ns, "max_running_requests", None) or DEFAULT_BATCH[engine])
+        or getattr(ns, "max_running_requests", None) or DEFAULT_BATCH[engine],
+        metrics=engine != "sglang" or bool(getattr(ns, "enable_metrics", False)))
 
 
-def sglang_config(argv: list[str]) -> list[str]:
-    """argv with SGLang's --config YAML merged in as ConfigArgumentMerger.merge_config_with_args does
-    (sglang/srt/utils/server_args_config_parser.py:75): the file's options first, the command line after."""
-    if argv.count("--config") > 1:
-        raise Refused("Multiple config files specified! Only one --config argument is allowed.")
+def _sglang_merger(version: str):
+    """SGLang's own ConfigArgumentMerger class (tests/support/engine_code.py fetched it from the pinned wheel):
+    beside the stand-in on a test host, else from the checkout's cache."""
+    here = Path(__file__).resolve().parent / "engine_code" / f"sglang-{version}"
+    if not here.is_dir():
+        from tests.support import engine_code  # in the checkout only: the hosts get the copy above
+
+        here = engine_code.folder("sglang", version)
+    name = f"sglang_config_parser_{version.replace('.', '_')}"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, here / "sglang_config_parser.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name].ConfigArgumentMerger
+
+
+def sglang_config(argv: list[str], version: str) -> list[str]:
+    """argv with SGLang's --config YAML merged in, by SGLang's own merger over the snapshot's parser, as
+    prepare_server_args does (sglang/srt/server_args.py:683): its refusals (a name not ending in .yaml/.yml,
+    a missing file, two --config) are SGLang's."""
     if "--config" not in argv:
         return argv
-    i = argv.index("--config")
-    if i + 1 >= len(argv):
-        raise Refused("No config file specified after --config flag")
-    path = Path(argv[i + 1])
-    if not path.is_file():
-        raise Refused(f"Config file not found: {path}", code=1)
-    import yaml  # the hosts' system python3 has it (python3-yaml)
-
-    merged: list[str] = []
-    for key, value in (yaml.safe_load(path.read_text()) or {}).items():
-        flag = f"--{key.replace('_', '-')}"
-        if value is True:
-            merged.append(flag)
-        elif value is not False and value is not None:
-            merged += [flag, str(value)]
-    return merged + argv[:i] + argv[i + 2:]
+    try:
+        return _sglang_merger(version)(_options().parser("sglang", version)).merge_config_with_args(argv)
+    except (ValueError, OSError) as e:  # launch_server dies with the traceback's last line: exit 1
+        raise Refused(f"{type(e).__name__}: {e}", code=1) from None
 
 
 def _size(ns: argparse.Namespace, dest: str) -> int:

@@ -118,7 +118,7 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path.split("?")[0]
         if path == "/health":
             return self._send(200 if self.state.healthy else 503, b"")
-        if path == "/metrics":
+        if path == "/metrics" and self.state.args.metrics:
             text = self.state.metrics.render()
             text = sglang_metrics(text) if self.state.args.engine == "sglang" else text
             return self._send(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
