@@ -32,6 +32,16 @@ class SizingModel:
 
 
 @dataclass(frozen=True)
+class MetricNames:
+    """The engine's Prometheus names for what `inferry status`, drain and autoscaling read from /metrics."""
+
+    kv_usage: str  # gauge: the share 0..1 of the KV cache in use
+    running: str  # gauge: requests in the running batch
+    waiting: str  # gauge: requests queued (the autoscaling trigger's queue)
+    ttft: str  # histogram: time to first token, seconds
+
+
+@dataclass(frozen=True)
 class Engine:
     """Everything inferry asks of one engine; each engine folder exports one as ENGINE."""
 
@@ -54,6 +64,11 @@ class Engine:
     sizing: SizingModel
     health_path: str  # answers 200 once the model is loaded
     lists_model_as: Literal["served_name", "folder"]  # what /v1/models lists: model.name or the weights' folder
-    queue_metric: str | None  # per-pod Prometheus gauge of waiting requests (autoscaling); None: none known
+    metrics: MetricNames | None  # its Prometheus names; None: no Prometheus /metrics (trtllm-serve's is JSON)
     needs_auth_proxy: bool  # cannot check an API key itself: targets put an authenticating proxy in front
     exact_output_length: bool  # honours ignore_eos/min_tokens: bench asks for exact output lengths
+
+    @property
+    def queue_metric(self) -> str | None:
+        """The per-pod gauge of waiting requests autoscaling reads; None: none known."""
+        return self.metrics.waiting if self.metrics else None

@@ -7,13 +7,9 @@ from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from infra.engines.contract import MetricNames
 from infra.lifecycle import probe
 
-# vLLM's metric names (vLLM 0.33 /metrics; docs/facts.md).
-KV_USAGE = "vllm:kv_cache_usage_perc"
-RUNNING = "vllm:num_requests_running"
-WAITING = "vllm:num_requests_waiting"
-TTFT = "vllm:time_to_first_token_seconds"
 
 
 def histogram_quantile(q: float, buckets: list[tuple[float, float]]) -> float | None:
@@ -46,24 +42,39 @@ class EngineMetrics:
     ttft_count: int
 
 
+def _names(families: list) -> MetricNames | None:
+    """The registered engine whose metric names the text carries (an --endpoint has no stack to say which)."""
+    from infra.engines.registry import ENGINES
+
+    seen = {s.name for f in families for s in f.samples}
+    for e in ENGINES:
+        m = e.metrics
+        if m and seen & {m.kv_usage, m.running, m.waiting, m.ttft + "_count"}:
+            return m
+    return None
+
+
 def parse_metrics(text: str) -> EngineMetrics:
-    """Read the engine's metrics from Prometheus text (summing over label sets, e.g. per engine)."""
+    """Read the engine's metrics from Prometheus text (summing over label sets, e.g. per engine or DP rank),
+    under the names of whichever engine served it."""
+    families = list(text_string_to_metric_families(text))
+    names = _names(families)
     gauges: dict[str, list[float]] = defaultdict(list)
     buckets: dict[float, float] = defaultdict(float)
     count = 0.0
-    for family in text_string_to_metric_families(text):
+    for family in families if names else []:
         for s in family.samples:
-            if s.name in (KV_USAGE, RUNNING, WAITING):
+            if s.name in (names.kv_usage, names.running, names.waiting):
                 gauges[s.name].append(s.value)
-            elif s.name == TTFT + "_bucket":
+            elif s.name == names.ttft + "_bucket":
                 buckets[float(s.labels["le"])] += s.value
-            elif s.name == TTFT + "_count":
+            elif s.name == names.ttft + "_count":
                 count += s.value
-    kv = gauges.get(KV_USAGE)
+    kv = gauges.get(names.kv_usage) if names else None
     return EngineMetrics(
         kv_cache_usage=sum(kv) / len(kv) if kv else None,
-        running=sum(gauges[RUNNING]) if RUNNING in gauges else None,
-        waiting=sum(gauges[WAITING]) if WAITING in gauges else None,
+        running=sum(gauges[names.running]) if names and names.running in gauges else None,
+        waiting=sum(gauges[names.waiting]) if names and names.waiting in gauges else None,
         ttft_p50=histogram_quantile(0.5, list(buckets.items())),
         ttft_p95=histogram_quantile(0.95, list(buckets.items())),
         ttft_count=int(count))

@@ -47,6 +47,32 @@ def test_parse_vllm_metrics_sums_engines():
     assert 0.1 < m.ttft_p95 <= 0.25
 
 
+def sglang_registry(ttfts=(), usage=(0.25, 0.75), running=(3, 1), queued=(2, 0)) -> CollectorRegistry:
+    """Metrics the way SGLang 0.5.23 exports them with --enable-metrics (observability/metrics_collector.py):
+    sglang: names, one label set per data-parallel rank."""
+    reg = CollectorRegistry()
+    labels = ["model_name", "engine_type", "tp_rank", "pp_rank", "dp_rank"]
+    g_use = Gauge("sglang:token_usage", "The token usage.", labels, registry=reg)
+    g_run = Gauge("sglang:num_running_reqs", "The number of running requests.", labels, registry=reg)
+    g_queue = Gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.", labels, registry=reg)
+    h = Histogram("sglang:time_to_first_token_seconds", "TTFT", labels[:2], buckets=TTFT_BUCKETS, registry=reg)
+    for i in range(len(usage)):
+        lab = ("llama", "unified", "0", "0", str(i))
+        g_use.labels(*lab).set(usage[i])
+        g_run.labels(*lab).set(running[i])
+        g_queue.labels(*lab).set(queued[i])
+    for t in ttfts:
+        h.labels("llama", "unified").observe(t)
+    return reg
+
+
+def test_parse_sglang_metrics_under_its_own_names():
+    m = parse_metrics(generate_latest(sglang_registry([0.03] * 9 + [2.0])).decode())
+    assert m.kv_cache_usage == pytest.approx(0.5)
+    assert (m.running, m.waiting, m.ttft_count) == (4, 2, 10)
+    assert 0.02 < m.ttft_p50 <= 0.04
+
+
 def test_parse_without_requests_or_metrics():
     m = parse_metrics(generate_latest(vllm_registry()).decode())
     assert m.ttft_p50 is None and m.ttft_count == 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 from infra.engines.contract import Engine
 from infra.engines.sglang import rules
 from infra.engines.sglang.config import VERSION, SglangEngine
-from infra.engines.sglang.service import CUDA, FLAGS, IMAGE, QUEUE_METRIC, service_spec
+from infra.engines.sglang.service import CUDA, FLAGS, IMAGE, METRICS, service_spec
 from infra.engines.sglang.sizing import SIZING
 
 __all__ = ["ENGINE", "FLAGS", "IMAGE", "SglangEngine", "service_spec"]
@@ -21,5 +21,5 @@ ENGINE = Engine(
     snapshot="sglang", service_spec=service_spec, config_rules=lambda d: [], option_problems=rules.option_problems,
     startup_rules=rules.startup_rules, fp8_compute=rules.fp8_compute, sizing=SIZING, health_path="/health",
     # SGLang checks --api-key itself (utils/auth.py); /health and /metrics stay open for probes and scrapers.
-    lists_model_as="served_name", queue_metric=QUEUE_METRIC, needs_auth_proxy=False, exact_output_length=True,
+    lists_model_as="served_name", metrics=METRICS, needs_auth_proxy=False, exact_output_length=True,
 )

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from infra.engines.common import Flag, hf_env, render_flags, weights_dir
 from infra.engines.sglang.config import SglangEngine
+from infra.engines.contract import MetricNames
 from infra.engines.spec import MODELS_DIR, EnvVar, ServiceSpec
 from infra.stack.config import Deployment
 from infra.stack.secretfix import SecretField
@@ -11,8 +12,10 @@ IMAGE = "lmsysorg/sglang:v{version}"  # Docker Hub tags are v<release> (docs.sgl
 LAUNCH = ("python3", "-m", "sglang.launch_server")
 # The CUDA release of the default image (the v0.5 images are built on CUDA 12.9: docker/Dockerfile CUDA_VERSION).
 CUDA = "12.9"
-# Its queue gauge (sglang/srt/observability/metrics_collector.py:371).
-QUEUE_METRIC = "sglang:num_queue_reqs"
+# Its Prometheus names (sglang/srt/observability/metrics_collector.py:365-405, 2041; labels include model_name).
+METRICS = MetricNames(kv_usage="sglang:token_usage", running="sglang:num_running_reqs",
+                      waiting="sglang:num_queue_reqs", ttft="sglang:time_to_first_token_seconds")
+QUEUE_METRIC = METRICS.waiting
 KEY_ENV = "INFERRY_SGLANG_API_KEY"  # read by the launch wrapper below, never by SGLang itself
 # SGLang takes the key only as --api-key (arg_groups/fields/serving.py:160; no environment variable). So the
 # key goes from the environment into a 0600 --config YAML file that SGLang merges into its argv in-process

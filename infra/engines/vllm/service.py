@@ -5,14 +5,18 @@ import json
 
 from infra.stack.config import Deployment, VllmEngine
 from infra.engines.common import Flag, hf_env, render_flags, s3_env, weights_dir
+from infra.engines.contract import MetricNames
 from infra.engines.spec import EnvVar, ServiceSpec
 
 IMAGE = "vllm/vllm-openai:v{version}"  # Docker Hub tags are v<release>
 COMMAND = ("vllm", "serve")
 # The CUDA release its images are built on (vLLM docker/Dockerfile ARG CUDA_VERSION=12.9.1).
 CUDA = "12.9"
-# Its queue gauge (labels include model_name): what an autoscaler follows by default.
-QUEUE_METRIC = "vllm:num_requests_waiting"
+# Its Prometheus names (vllm/v1/metrics/loggers.py PrometheusStatLogger; labels include model_name); the queue
+# gauge is what an autoscaler follows by default.
+METRICS = MetricNames(kv_usage="vllm:kv_cache_usage_perc", running="vllm:num_requests_running",
+                      waiting="vllm:num_requests_waiting", ttft="vllm:time_to_first_token_seconds")
+QUEUE_METRIC = METRICS.waiting
 
 
 def _e(d: Deployment) -> VllmEngine:
