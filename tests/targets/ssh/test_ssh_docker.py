@@ -174,6 +174,29 @@ def test_tensorrt_llm_serves_behind_its_auth_proxy(host_network, weights_store):
         host_network.remove_host(h)
 
 
+def test_sglang_starts_in_its_container_and_status_reads_its_metrics(host_network, weights_store):
+    # The rendered launch wrapper runs in the container; the stand-in merges its key file with SGLang's own
+    # --config merger, which refuses any name not ending in .yaml (every start failed so before).
+    from infra.lifecycle.status import endpoint_status
+
+    (h,) = host_network.add_hosts(["dks"], docker=True)
+    try:
+        d = deployment([h], weights_store, engine={"kind": "sglang"}, runtime="docker")
+        out = apply(d, [h], weights_store)
+        c = container(h)
+        assert c["Path"] == "sh" and "--enable-metrics" in c["Args"] and "--api-key" not in c["Args"]
+        assert API_KEY not in json.dumps(c["Config"]["Cmd"])
+        assert probe.chat_check(out.endpoint, API_KEY, MODEL)
+        assert probe.get(out.endpoint + "/models", 3, "sk-wrong")[0] == 401
+        status = endpoint_status(out.endpoint, api_key=API_KEY)
+        assert status.healthy and status.metrics is not None, status
+        assert status.metrics.ttft_count >= 1 and status.metrics.kv_cache_usage is not None
+        text = probe.get(probe.base_url(out.endpoint) + "/metrics", 3, None)[1]
+        assert "sglang:num_queue_reqs" in text and "vllm:" not in text  # read under SGLang's own names
+    finally:
+        host_network.remove_host(h)
+
+
 def test_preflight_names_what_docker_lacks(host_network, weights_store):
     (h,) = host_network.add_hosts(["dkp"], docker=True)
     try:
