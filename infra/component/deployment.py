@@ -59,7 +59,7 @@ class Deployment(pulumi.ComponentResource):
         keys = {f: p.secrets[f] for f in (SecretField.S3_ACCESS, SecretField.S3_SECRET)}
         exports = build_storage(d, f"{prefix}weights", child, keys, p.late.fill)
         kind = d.target.kind
-        req = DeployRequest(d, p.secrets, f"{prefix}{kind}", child, p.late.fill)
+        req = DeployRequest(d, _checked(p.secrets), f"{prefix}{kind}", child, p.late.fill)
         return {**exports, **target_for(kind).deploy(req)}
 
     def _publish(self, p: Prepared) -> None:
@@ -83,3 +83,19 @@ class Deployment(pulumi.ComponentResource):
 
 OUTPUTS = ("endpoint", "endpoints", "served_model", "fits", "usd_per_hour", "cpm_usd", "weights", "weights_bucket",
            "weights_endpoint")
+
+
+def _checked(secrets: dict[str, Any]) -> dict[str, Any]:
+    """The secret Outputs, the API key checked once known (a clean error, never its value; targets get it as is)."""
+    from infra.errors import InferryError
+    from infra.stack.secrets import checked_api_key
+
+    def check(value: str) -> str:
+        try:
+            return checked_api_key(value)
+        except InferryError as e:
+            raise pulumi.RunError(e.render()) from None
+
+    if SecretField.API_KEY not in secrets:
+        return secrets
+    return {**secrets, SecretField.API_KEY: pulumi.Output.from_input(secrets[SecretField.API_KEY]).apply(check)}

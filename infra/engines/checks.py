@@ -53,5 +53,24 @@ def engine_checks(d: Deployment) -> list[Problem]:
     if facts is not None:
         problems += rules.tp_rule(e.tensor_parallel_size, facts.heads, facts.kv_heads)
         problems += rules.context_rule(e.max_model_len, facts.max_context)
-    problems += engine.config_rules(d) + engine.option_problems(d)
+    problems += engine.config_rules(d) + engine.option_problems(d) + prompt_logging_problems(d)
     return problems + engine.startup_rules(d, facts.max_context if facts else None)
+
+
+def prompt_logging_problems(d: Deployment) -> list[Problem]:
+    """extra_args that turn on one of the engine's prompt or output logs, unless serving.log_prompts allows it."""
+    from infra.engines import options
+
+    engine, extra = engine_for(d.engine.kind), list(getattr(d.engine, "extra_args", ()))
+    if d.serving.log_prompts or not engine.prompt_logging or not extra:
+        return []
+    args = list(engine.service_spec(d).args)  # extra_args come last (each engine's service_spec)
+    try:
+        base = vars(options.parse(engine.snapshot, d.engine.version, args[: len(args) - len(extra)]))
+        got = vars(options.parse(engine.snapshot, d.engine.version, args))
+    except options.OptionError:
+        return []  # option_problems names the flag it refuses
+    on = [dest for dest in engine.prompt_logging if got.get(dest) and got.get(dest) != base.get(dest)]
+    return [Problem("engine.extra_args", f"--{dest.replace('_', '-')} logs prompts or outputs in the engine's log",
+                    hint="remove it, or set serving.log_prompts: true to keep them on purpose (the record of "
+                    "processing then says prompts are kept)") for dest in on]

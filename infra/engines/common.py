@@ -73,8 +73,22 @@ def s3_env(d: Deployment) -> list[EnvVar]:
     ]
 
 
-def hf_env(d: Deployment) -> list[EnvVar]:
-    """The Hugging Face token, when the stack has one (gated tokenizers, HF-id drafts)."""
-    if d.model.hf_token is None:
-        return []
-    return [EnvVar("HF_TOKEN", secret=d.model.hf_token, secret_field="model.hf_token")]
+def uses_hub(d: Deployment) -> bool:
+    """Whether the engine may download from the Hugging Face hub at run time: a token, or a draft by HF id."""
+    spec = getattr(d.engine, "speculative", None)
+    draft = getattr(spec, "model", None) or ""
+    return d.model.hf_token is not None or bool(draft and not draft.startswith(("s3://", "/")))
+
+
+def hf_env(d: Deployment, *usage_off: str) -> list[EnvVar]:
+    """Nothing sent out, then the Hugging Face token when the stack has one (gated tokenizers, HF-id drafts).
+
+    usage_off: the engine's own usage-statistics switches, each set to 1. DO_NOT_TRACK and the hub's telemetry
+    switch are set for every engine; the hub is offline unless the engine downloads from it (uses_hub).
+    """
+    env = [EnvVar(name, "1") for name in (*usage_off, "DO_NOT_TRACK", "HF_HUB_DISABLE_TELEMETRY")]
+    if not uses_hub(d):
+        env.append(EnvVar("HF_HUB_OFFLINE", "1"))
+    if d.model.hf_token is not None:
+        env.append(EnvVar("HF_TOKEN", secret=d.model.hf_token, secret_field="model.hf_token"))
+    return env

@@ -67,6 +67,8 @@ class Engine:
     metrics: MetricNames | None  # its Prometheus names; None: no Prometheus /metrics (trtllm-serve's is JSON)
     needs_auth_proxy: bool  # cannot check an API key itself: targets put an authenticating proxy in front
     exact_output_length: bool  # honours ignore_eos/min_tokens: bench asks for exact output lengths
+    # argparse dests of its options that log prompts or outputs: refused unless serving.log_prompts
+    prompt_logging: tuple[str, ...] = ()
 
     @property
     def queue_metric(self) -> str | None:

@@ -48,7 +48,7 @@ def yaml_value(value: Any) -> str:
 
 def env_value(name: str, value: str) -> str:
     """An env-file value that docker compose (env_file:) and `. file` in sh read back unchanged."""
-    if _ENV_SAFE.match(value):
+    if _ENV_SAFE.fullmatch(value):
         return value
     if "'" in value or "\n" in value or "\x00" in value or "\\" in value or "$" in value:
         # compose interpolates '$' outside single quotes and unescapes backslashes in double quotes; no
@@ -60,7 +60,7 @@ def env_value(name: str, value: str) -> str:
 
 def nginx_token(name: str, value: str) -> str:
     """A literal for an nginx config (an API key): only characters nginx takes without quoting or variables."""
-    if not re.match(r"^[A-Za-z0-9._~+/=-]+$", value):
+    if not re.fullmatch(r"[A-Za-z0-9._~+/=-]+", value):
         raise InferryError(f"{name} contains characters the authenticating proxy cannot match literally",
                            "use an API key of letters, digits and . _ ~ + / = -")
     return value

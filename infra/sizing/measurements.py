@@ -34,7 +34,7 @@ def measurements_dir(root: Path | None = None) -> Path:
 
 
 def _path(stack_name: str, root: Path | None) -> Path:
-    if not STACK_NAME.match(stack_name):
+    if not STACK_NAME.fullmatch(stack_name):
         raise InferryError(f"{stack_name!r} is not a valid stack name", "use letters, digits, '.', '_' or '-'")
     return measurements_dir(root) / f"{stack_name}.json"
 

@@ -69,7 +69,7 @@ class ModelConfig(Strict):
             return v
         if v.startswith("s3://"):  # the old form; check_bucket requires BUCKET to be storage.bucket
             bucket, _, prefix = v[5:].partition("/")
-            if not re.match(BUCKET_NAME, bucket) or not prefix.strip("/"):
+            if not re.fullmatch(BUCKET_NAME, bucket) or not prefix.strip("/"):
                 raise ValueError(_prefix_problem(""))
         else:
             prefix = v
@@ -195,6 +195,9 @@ class ServingConfig(Strict):
 
     port: int = Field(default=8000, ge=1, le=65535)
     api_key: SecretRef
+    # Off unless the stack says so: engine options that log prompts or outputs are refused without it.
+    log_prompts: bool = Field(default=False, description="allow the engine to log prompts and outputs "
+                              "(its request-logging options); the record of processing says so")
 
 
 class PolicyConfig(Strict):

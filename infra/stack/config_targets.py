@@ -46,6 +46,12 @@ class SecretRef(_Strict):
         return f"secret config inferry:{self.config}" if self.config else f"environment variable {self.env}"
 
 
+# A host path that reaches shell, compose, YAML, systemd and nginx files: characters none of them reads as syntax.
+SAFE_PATH = r"^/[A-Za-z0-9._@+=,~/-]*$"
+SAFE_PATH_TEXT = ("an absolute path of letters, digits and . _ - @ + = , ~ / only (no spaces, quotes, ';', '$', "
+                  "':' or other characters a shell, nginx, compose or systemd file would read as syntax)")
+
+
 class SshHost(_Strict):
     """One GPU VM reachable over SSH."""
 
@@ -79,12 +85,11 @@ class SshTarget(_Strict):
     trust_on_first_use: bool = False
     runtime: Literal["docker", "process"] = "docker"
     install_docker: bool = False
-    weights_cache: str = Field(default="/var/lib/inferry/weights", pattern=r"^/[^$:'\"\\\x00-\x1f\x7f]*$",
-                               description="absolute path without $ : quotes backslashes or control characters")
-    # It lands in shell commands (quoted), the compose file (where '$' interpolates and ':' splits a volume)
-    # and YAML: refuse what one of them would change.
-    service_dir: str = Field(default="/etc/inferry", pattern=r"^/[^$:'\"\\\x00-\x1f\x7f]*$",
-                             description="absolute path without $ : quotes backslashes or control characters")
+    weights_cache: str = Field(default="/var/lib/inferry/weights", pattern=SAFE_PATH, description=SAFE_PATH_TEXT)
+    # It lands in shell commands (quoted), the compose file (where '$' interpolates and ':' splits a volume),
+    # YAML, and the nginx config that runs as root (where ';' ends a directive and starts the next): an allowlist
+    # of characters none of them reads as syntax, not a list of the ones someone thought of.
+    service_dir: str = Field(default="/etc/inferry", pattern=SAFE_PATH, description=SAFE_PATH_TEXT)
     # Hosts worked on at once by this machine (SSH sessions and threads; weights go host <- store directly).
     max_parallel: int = Field(default=64, ge=1, le=256)
     health_timeout_s: int = Field(default=900, ge=5, le=INT32_MAX)
@@ -210,7 +215,7 @@ class KubernetesTarget(_Strict):
     @field_validator("cache_size", "cpu", "memory")
     @classmethod
     def _quantity(cls, v: str) -> str:
-        if not re.match(QUANTITY, v):
+        if not re.fullmatch(QUANTITY, v):
             raise ValueError("not a Kubernetes quantity; write e.g. 200Gi, 64Gi, 8 or 500m (no spaces, no 'GB')")
         return v
 

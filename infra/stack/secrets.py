@@ -26,6 +26,28 @@ SECRETISH = ("key", "secret", "token", "password", "passphrase")
 Resolve = Callable[[SecretRef, str], str]
 
 
+# Characters an API key may hold: what the auth proxies match literally and every engine reads back unchanged.
+API_KEY_CHARS = re.compile(r"^[A-Za-z0-9._~+/=-]+$")
+
+
+def api_key_problem(value: str) -> str | None:
+    """Why clients or an engine would not read this API key back unchanged, or None when they would."""
+    if not API_KEY_CHARS.fullmatch(value):
+        return "holds characters other than letters, digits and . _ ~ + / = -"
+    if value.startswith("-"):  # an engine's argparse reads `--api-key -x...` as a flag, not as its value
+        return "begins with '-', which an engine's command line reads as an option"
+    return None
+
+
+def checked_api_key(value: str) -> str:
+    """The key unchanged; SecretError naming serving.api_key (never the value) when api_key_problem finds one."""
+    why = api_key_problem(value)
+    if why:
+        raise SecretError(f"the API key {why}", "generate a new one, e.g. `openssl rand -hex 32`, and set it "
+                          "again", where="serving.api_key")
+    return value
+
+
 def env_value(name: str, field: str) -> str:
     """An environment variable's value; SecretError (with the export that fixes it) when it is unset or empty."""
     value = os.environ.get(name)

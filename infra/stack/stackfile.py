@@ -49,7 +49,7 @@ def stack_path(stack: str, root: Path | None = None, examples: bool = True) -> t
 
 def _check_name(name: str, given: str) -> str:
     """The stack name, or an InferryError: Pulumi refuses other names later, after work was done."""
-    if not STACK_NAME.match(name):
+    if not STACK_NAME.fullmatch(name):
         raise InferryError(f"invalid stack name {name!r}: Pulumi stack names are 1-100 letters, digits, "
                            "'-', '_' or '.'", "choose a name such as eu-ssh (for a path: Pulumi.eu-ssh.yaml)",
                            where=given or "STACK")

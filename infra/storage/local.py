@@ -12,7 +12,7 @@ from pathlib import Path
 from infra.errors import StorageError
 from infra.storage.engine import Cancelled
 from infra.storage.hashing import CHUNK, Digests
-from infra.storage.manifest import MANIFEST_NAME, FileEntry
+from infra.storage.manifest import MANIFEST_NAME, RESERVED, FileEntry, path_problem
 
 # Files that make a folder a model (Hugging Face snapshot layout): at least one of these.
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".engine", ".plan", ".npz", ".msgpack", ".h5")
@@ -34,13 +34,17 @@ def list_files(root: Path) -> list[tuple[str, os.stat_result]]:
     found = []
     for path in root.rglob("*"):
         rel = path.relative_to(root)
-        if (SKIP_PARTS & set(rel.parts) or path.name == MANIFEST_NAME
+        if (SKIP_PARTS & set(rel.parts) or path.name == MANIFEST_NAME or rel.as_posix() in RESERVED
                 or path.name.endswith((PARTIAL_SUFFIX, PARTS_SUFFIX))):
             continue
         if path.is_symlink() and not path.exists():  # a Hugging Face snapshot links to blobs: one is missing
             raise StorageError(f"{rel.as_posix()} is a broken link (an unfinished download?)",
                                "download the model again, or remove the link", where=str(path))
         if path.is_file():
+            why = path_problem(rel.as_posix())
+            if why:  # every host and pull would refuse the manifest: refuse it before anything moves
+                raise StorageError(f"{ascii(rel.as_posix())}: {why}; hosts refuse such a manifest entry",
+                                   "rename or remove the file", where=str(root))
             found.append((rel.as_posix(), path.stat()))
     return sorted(found)
 

@@ -11,6 +11,13 @@ from infra.errors import StorageError
 MANIFEST_NAME = "inferry-manifest.json"
 VERSION = 1  # fields added since (xxh3_128, part_size/parts) are optional: older readers ignore them
 _HEX128 = re.compile(r"[0-9a-f]{32}")
+_HEX256 = re.compile(r"[0-9a-f]{64}")
+# C0 and C1 controls and DEL: a newline would become a fetch line of its own on the host, an escape sequence
+# would rewrite the terminal that prints the path.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Bookkeeping files inferry keeps in a model folder (the SSH fetch's marker, the Kubernetes fetch's and check's).
+RESERVED = frozenset({MANIFEST_NAME, ".inferry-manifest", ".verified", ".manifest.new"})
+MAX_PATH = 1024  # S3's limit on a whole key, in bytes
 
 
 @dataclass(frozen=True)
@@ -66,14 +73,62 @@ class Manifest:
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise StorageError(f"{MANIFEST_NAME} is not a valid manifest ({e})",
                                "push the model again to rewrite it", where=where) from None
+        hostile = entry_problems(m.files)
+        if hostile:
+            raise StorageError(f"{MANIFEST_NAME} is refused before anything is fetched: " + "; ".join(hostile),
+                               "whoever can write the bucket wrote this: check who has write access to it, then "
+                               "push the model again from a trusted copy (`inferry weights push FOLDER --prefix "
+                               "PREFIX`)", where=where)
         if int(doc.get("total", m.total)) != m.total:
             raise StorageError(f"{MANIFEST_NAME} total does not match its files", "push the model again", where=where)
         return m
 
 
+def path_problem(path: str) -> str | None:
+    """Why a manifest path could write outside the model folder or be read as syntax, or None when it is safe:
+    relative, '/'-separated, no empty, '.' or '..' part, no control character, not one of inferry's own files."""
+    if not path:
+        return "the path is empty"
+    if len(path.encode("utf-8", "surrogatepass")) > MAX_PATH:
+        return f"the path is longer than {MAX_PATH} bytes"
+    if _CONTROL.search(path):
+        return "the path holds a control character (a newline, a tab, an escape)"
+    if path.startswith("/"):
+        return "the path is absolute (it must be relative to the model folder)"
+    if "\\" in path:
+        return "the path holds a backslash (paths are '/'-separated)"
+    parts = path.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        return "the path has an empty, '.' or '..' part (it could leave the model folder)"
+    if path in RESERVED:
+        return f"the path is inferry's own {path}"
+    return None
+
+
+def entry_problems(files: tuple[FileEntry, ...]) -> list[str]:
+    """Each entry a host must not act on, named by its index and its path (escaped: it is hostile text)."""
+    found, seen = [], set()
+    for i, e in enumerate(files):
+        why = path_problem(e.path)
+        if why is None and not _HEX256.fullmatch(e.sha256):
+            why = "its sha256 is not 64 lowercase hex digits"
+        if why is None and e.xxh3_128 and not _HEX128.fullmatch(e.xxh3_128):
+            why = "its xxh3_128 is not 32 lowercase hex digits"
+        if why is None and e.size < 0:
+            why = "its size is negative"
+        if why is None and e.path in seen:
+            why = "the path is listed twice"
+        seen.add(e.path)
+        if why:
+            found.append(f"files[{i}] {ascii(e.path)[:120]}: {why}")
+    return found
+
+
 def _entry(f: dict) -> FileEntry:
     """One file of a manifest document; ValueError when its part digests do not cover the file exactly."""
-    e = FileEntry(str(f["path"]), int(f["size"]), str(f["sha256"]), str(f.get("xxh3_128", "")),
+    if not isinstance(f["path"], str) or type(f["size"]) is not int or not isinstance(f["sha256"], str):
+        raise ValueError(f"an entry's path and sha256 must be strings and its size an integer: {ascii(f)[:200]}")
+    e = FileEntry(f["path"], f["size"], f["sha256"], str(f.get("xxh3_128", "")),
                   int(f.get("part_size", 0)), tuple(str(p) for p in f.get("parts", ())))
     if e.parts or e.part_size:
         if e.part_size <= 0 or len(e.parts) != -(-e.size // e.part_size):

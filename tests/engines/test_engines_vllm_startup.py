@@ -16,6 +16,8 @@ from tests.engines.test_engines import BASE, deployment
 
 
 def found(engine: dict, **sections):
+    # Prompt logging allowed: the start-up rules are under test here (the policy: test_engines_privacy.py).
+    sections.setdefault("serving", {**BASE["serving"], "log_prompts": True})
     return findings(deployment({"kind": "vllm", **engine}, **sections))
 
 

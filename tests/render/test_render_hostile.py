@@ -109,13 +109,14 @@ def test_any_weights_path_round_trips_through_shell_and_yaml(tmp_path, tail):
     assert yaml.safe_load("v: " + quoting.yaml_value(weights))["v"] == weights
 
 
-def test_hostile_service_dir_refused_or_kept_in_the_launcher(tmp_path):
+def test_hostile_service_dir_refused_and_allowed_characters_kept_in_the_launcher(tmp_path):
     from infra.errors import ConfigError
     from infra.stack.stackfile import parse_deployment
 
     good = ssh_deployment({"kind": "vllm"}, "docker").model_dump(mode="json", exclude_none=True)
     refused = [("target", field, str(tmp_path / bad)) for field in ("service_dir", "weights_cache")
-               for bad in ("$HOME", "it's", 'q"d', "back\\slash", "a:b", "new\nline")]
+               for bad in ("$HOME", "it's", 'q"d', "back\\slash", "a:b", "new\nline", "svc dir", "x;y", "x{y}",
+                           "x; load_module /tmp/e.so; pid /tmp/p", "x#y", "a|b&c(d)*%n")]
     refused += [("engine", "image", "vllm/vllm-openai:v0.33.0\nx"), ("engine", "image", "a b"),
                 ("engine", "extra_args", ["--chat-template", "a\x00b"])]
     for section, field, value in refused:  # each would change meaning in compose, YAML, argv or the shell
@@ -123,7 +124,7 @@ def test_hostile_service_dir_refused_or_kept_in_the_launcher(tmp_path):
         with pytest.raises(ConfigError) as e:
             parse_deployment(raw, "stack")
         assert e.value.paths == [f"{section}.{field}"], e.value.render()
-    service_dir = tmp_path / "svc dir ;|&(*) %n"
+    service_dir = tmp_path / "svc.dir_@+=,~-"  # every character the allowlist takes
     service_dir.mkdir()
     d = ssh_deployment({"kind": "vllm"}, "process", service_dir=str(service_dir))
     assert run_launcher(service_dir, d)[0] == "serve"
@@ -131,7 +132,7 @@ def test_hostile_service_dir_refused_or_kept_in_the_launcher(tmp_path):
 
 @pytest.mark.parametrize("value,ok", [("plain-Key_1.2+/=", True), ("with space;and|pipe&", True),
                                       ("$(touch x)", False), ("it's", False), ("two\nlines", False),
-                                      ("back\\slash", False)])
+                                      ("back\\slash", False), ("trailing\n", False)])
 def test_env_values_are_quoted_or_refused(tmp_path, value, ok):
     if not ok:
         with pytest.raises(InferryError):
@@ -142,3 +143,30 @@ def test_env_values_are_quoted_or_refused(tmp_path, value, ok):
     got = subprocess.run(["sh", "-c", f'set -a; . {tmp_path}/e.env; printf %s "$K"'], capture_output=True,
                          text=True, check=True).stdout
     assert got == value
+
+
+@pytest.mark.parametrize("key,why", [("-kXq9" + "a" * 30, "begins with '-'"), ("k" * 20 + " x", "characters other"),
+                                     ("k" * 20 + "\n", "characters other"), ("k$(id)", "characters other")])
+def test_an_api_key_the_engine_or_proxy_would_misread_is_refused_by_field(key, why):
+    from infra.errors import SecretError
+    from infra.targets.ssh.render import render_secret_files
+
+    for engine in ({"kind": "vllm"}, {"kind": "sglang"}):
+        spec = ssh_spec(ssh_deployment(engine, "docker"))
+        with pytest.raises(SecretError) as e:
+            render_secret_files(spec, {"serving.api_key": key})
+        assert e.value.where == "serving.api_key" and why in e.value.message and key not in e.value.render()
+        assert "openssl rand -hex 32" in e.value.fix
+
+
+def test_a_trailing_newline_never_passes_a_name_check():
+    # Python's `$` also matches before a final newline: every anchored check uses fullmatch.
+    from infra.errors import InferryError
+    from infra.stack.stackfile import _check_name
+    from infra.targets.kubernetes.checks import label_key_problem, label_value_problem
+
+    assert label_value_problem("eu\n") and label_key_problem("team\n") and not label_value_problem("eu")
+    with pytest.raises(InferryError, match="invalid stack name"):
+        _check_name("eu-ssh\n", "STACK")
+    with pytest.raises(InferryError):
+        quoting.nginx_token("k", "key\n")

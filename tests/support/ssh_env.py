@@ -82,3 +82,13 @@ def apply(d: Deployment, hosts: list, store: Store) -> ssh_apply.TargetOutcome:
 def ops_log(host) -> list[str]:
     """The host's record of remote writes and restarts."""
     return host.exec("cat /etc/inferry/ops.log 2>/dev/null").stdout.splitlines()
+
+
+@pytest.fixture(autouse=True)
+def fresh_sessions():
+    """Each test starts without pooled connections (hosts are new): autouse where a test module imports it."""
+    from infra.targets.ssh import pool
+
+    pool.close_all()
+    yield
+    pool.close_all()

@@ -76,6 +76,15 @@ def test_a_config_file_not_named_yaml_is_refused_as_sglang_refuses_it(tmp_path, 
     assert e.value.code == 1
 
 
+def test_a_key_beginning_with_a_dash_is_read_as_an_option_as_sglang_reads_it(tmp_path):
+    # SGLang's merger turns `api-key: -k...` into `--api-key -k...`; its argparse takes `-k...` for an option:
+    # why validate refuses such a key (infra.stack.secrets.api_key_problem).
+    config = tmp_path / "auth.yaml"
+    config.write_text("api-key: '-kXq9'\n")
+    with pytest.raises(Refused, match="expected one argument"):
+        parse("sglang.launch_server", ["--model-path", str(_model(tmp_path)), "--config", str(config)])
+
+
 def test_metrics_only_with_enable_metrics(tmp_path):
     port = free_port()
     engine = start_engine(["--model-path", str(_model(tmp_path)), "--host", "127.0.0.1", "--port", str(port)],

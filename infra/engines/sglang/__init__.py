@@ -22,4 +22,6 @@ ENGINE = Engine(
     startup_rules=rules.startup_rules, fp8_compute=rules.fp8_compute, sizing=SIZING, health_path="/health",
     # SGLang checks --api-key itself (utils/auth.py); /health and /metrics stay open for probes and scrapers.
     lists_model_as="served_name", metrics=METRICS, needs_auth_proxy=False, exact_output_length=True,
+    # SGLang 0.5.23: --log-requests logs each request's text (arg_groups/fields/observability.py)
+    prompt_logging=("log_requests",),
 )

@@ -25,6 +25,9 @@ from infra.engines.trtllm.extra_options import deep_merge
 
 IMAGE = "nvcr.io/nvidia/tensorrt-llm/release:{version}"  # NGC tags are the release version
 COMMAND = ("trtllm-serve",)
+# TensorRT-LLM's usage telemetry (tensorrt_llm/usage) is on by default in the releases that have it; these are
+# its switches (DO_NOT_TRACK, set for every engine, is a third). Releases without it ignore them.
+USAGE_OFF = ("TRTLLM_NO_USAGE_STATS", "TELEMETRY_DISABLED")
 CUDA = "13.0"  # the CUDA release of the 1.2 release container
 CONFIG_DIR = "/etc/inferry"  # container path of the service's config folder
 CONFIG_NAME = "trtllm-config.yaml"
@@ -160,7 +163,7 @@ def service_spec(d: Deployment, model_dir: str | None = None, models_dir: str = 
         args += ["--config", path]
     return ServiceSpec(
         engine="tensorrt-llm", version=e.version, image=e.image or IMAGE.format(version=e.version),
-        command=COMMAND, args=tuple(args), env=tuple(hf_env(d)), files=files, port=d.serving.port,
+        command=COMMAND, args=tuple(args), env=tuple(hf_env(d, *USAGE_OFF)), files=files, port=d.serving.port,
         gpus=e.gpus, served_model_name=served_name(model), model_dir=weights, build=build,
         needs_auth_proxy=True, engine_port=engine_port(d.serving.port), extra_weights=draft,
         cuda_requirement=CUDA, labels={"inferry.engine": "tensorrt-llm", "inferry.model": d.model.name},

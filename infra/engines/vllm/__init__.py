@@ -22,4 +22,6 @@ ENGINE = Engine(
     service_spec=service_spec, config_rules=lambda d: [], option_problems=rules.option_problems,
     startup_rules=rules.startup_rules, fp8_compute=rules.fp8_compute, sizing=SIZING, health_path="/health",
     lists_model_as="served_name", metrics=METRICS, needs_auth_proxy=False, exact_output_length=True,
+    # vLLM 0.33: --enable-log-requests logs each prompt, --enable-log-outputs each output
+    prompt_logging=("enable_log_requests", "enable_log_outputs"),
 )

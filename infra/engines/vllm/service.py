@@ -10,6 +10,8 @@ from infra.engines.spec import EnvVar, ServiceSpec
 
 IMAGE = "vllm/vllm-openai:v{version}"  # Docker Hub tags are v<release>
 COMMAND = ("vllm", "serve")
+# vLLM reports usage to its maintainers by default (vllm/usage/usage_lib.py): off by both of its switches.
+USAGE_OFF = ("VLLM_NO_USAGE_STATS", "VLLM_DO_NOT_TRACK")
 # The CUDA release its images are built on (vLLM docker/Dockerfile ARG CUDA_VERSION=12.9.1).
 CUDA = "12.9"
 # Its Prometheus names (vllm/v1/metrics/loggers.py PrometheusStatLogger; labels include model_name); the queue
@@ -91,7 +93,7 @@ def service_spec(d: Deployment, model_dir: str | None = None, models_dir: str = 
         args += ["--speculative-config", spec_json]
     args += e.extra_args
     # vLLM reads the key from VLLM_API_KEY when --api-key is absent (vllm/envs.py): never on argv.
-    env = [EnvVar("VLLM_API_KEY", secret=d.serving.api_key, secret_field="serving.api_key"), *hf_env(d)]
+    env = [EnvVar("VLLM_API_KEY", secret=d.serving.api_key, secret_field="serving.api_key"), *hf_env(d, *USAGE_OFF)]
     if streams:
         env += s3_env(d)
     return ServiceSpec(

@@ -17,16 +17,16 @@ LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 def label_key_problem(key: str) -> str | None:
     """Why key is not a valid label key ([prefix/]name), or None."""
     prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
+    if prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.fullmatch(prefix)):
         return "prefix must be a lowercase DNS subdomain (e.g. example.com)"
-    if not name or len(name) > 63 or not QUALIFIED_NAME.match(name):
+    if not name or len(name) > 63 or not QUALIFIED_NAME.fullmatch(name):
         return "name must be 1-63 characters: letters, digits, '-', '_', '.', alphanumeric at both ends"
     return None
 
 
 def label_value_problem(value: str) -> str | None:
     """Why value is not a valid label value, or None."""
-    if len(value) > 63 or not LABEL_VALUE.match(value):
+    if len(value) > 63 or not LABEL_VALUE.fullmatch(value):
         return "label values are at most 63 characters: letters, digits, '-', '_', '.', alphanumeric at both ends"
     return None
 

@@ -35,6 +35,24 @@ def fingerprint(key: paramiko.PKey) -> str:
     return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
 
 
+# The host-key algorithms that prove each key type; an RSA key signs with SHA-2 (RFC 8332) before SHA-1.
+_ALGORITHMS = {"ssh-rsa": ("rsa-sha2-512", "rsa-sha2-256", "ssh-rsa")}
+
+
+def known_types(address: str, port: int, policy: HostKeyPolicy) -> list[str]:
+    """The key types already trusted for the host (the pinned one, or those in known_hosts); [] for a new host."""
+    if policy.pinned:
+        return [policy.pinned.split()[0]]
+    known = _load(policy.known_hosts_path)
+    entries = known.lookup(host_entry(address, port)) if known is not None else None
+    return list(entries.keys()) if entries else []
+
+
+def algorithms(types: list[str]) -> set[str]:
+    """The host-key algorithms a handshake may use to verify keys of these types."""
+    return {a for t in types for a in _ALGORITHMS.get(t, (t,))}
+
+
 def host_entry(address: str, port: int) -> str:
     """The known_hosts name of a host: 'addr' on port 22, '[addr]:port' otherwise."""
     return address if port == 22 else f"[{address}]:{port}"
@@ -65,13 +83,13 @@ def verify(address: str, port: int, key: paramiko.PKey, policy: HostKeyPolicy, w
         if entries:
             if key.get_name() in entries and entries[key.get_name()] == key:
                 return
-            if key.get_name() in entries or not policy.trust_on_first_use:
-                raise RemoteError(
-                    f"host key changed: {path} has a different key for {name}; the host offered "
-                    f"{key.get_name()} {fingerprint(key)}; refusing to connect",
-                    f"verify the new key out of band, then remove the old one with "
-                    f"`ssh-keygen -R '{name}' -f {path}` and apply again (with trust_on_first_use: true, "
-                    "or pin target.hosts[].host_key)", where=where)
+            # A known host never gets a new key recorded, of its own type or another: trust on first use
+            # trusts the first use only (a man in the middle offers whatever type the client has not seen).
+            new_type = key.get_name() not in entries
+            raise RemoteError(
+                f"host key changed: {path} has {'no ' + key.get_name() + ' key but ' if new_type else ''}"
+                f"a different key for {name} ({', '.join(sorted(entries.keys()))}); the host offered "
+                f"{key.get_name()} {fingerprint(key)}; refusing to connect", _forget_fix(name, path), where=where)
         if not policy.trust_on_first_use:
             raise RemoteError(
                 f"unknown host key {key.get_name()} {fingerprint(key)}: {name} is not in {path}",
@@ -79,6 +97,21 @@ def verify(address: str, port: int, key: paramiko.PKey, policy: HostKeyPolicy, w
                 "(ssh-keyscan after checking the fingerprint), or set target.trust_on_first_use: true",
                 where=where)
         _record(path, name, offered)
+
+
+def none_offered(address: str, port: int, policy: HostKeyPolicy, known: list[str], where: str) -> RemoteError:
+    """The refusal when a host offers none of the key types trusted for it (a new host key, or a new server)."""
+    fix = ("verify the host's key out of band (ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub on the host), then "
+           "update target.hosts[].host_key in the stack file") if policy.pinned else \
+        _forget_fix(host_entry(address, port), policy.known_hosts_path)
+    return RemoteError(f"host key changed: the host offers none of the key types trusted for it ({', '.join(known)});"
+                       " refusing to connect (possible man-in-the-middle, or the host was reinstalled)", fix,
+                       where=where)
+
+
+def _forget_fix(name: str, path: Path) -> str:
+    return (f"verify the new key out of band, then remove the old one with `ssh-keygen -R '{name}' -f {path}` and "
+            "apply again (with trust_on_first_use: true, or pin target.hosts[].host_key)")
 
 
 def _fp_of_line(line: str) -> str:

@@ -16,6 +16,7 @@ from infra.render.templates import RenderedFile, render_template
 from infra.stack.config import Deployment, SshTarget
 from infra.engines.spec import MODELS_DIR, PROXY_IMAGE, ServiceSpec
 from infra.errors import SecretError
+from infra.stack.secrets import checked_api_key
 
 COMPOSE, ENV, LAUNCHER = "compose.yaml", "inferry.env", "run-engine.sh"
 PROXY, BUILD = "auth-proxy.conf", "build-engine.sh"
@@ -77,7 +78,7 @@ def render_env(spec: ServiceSpec, secret_values: dict[str, str]) -> RenderedFile
     """The env file (mode 0600) from the spec's env; secret_values maps a secret's stack field to its value."""
     lines = []
     for e in spec.env:
-        if not _ENV_NAME.match(e.name):
+        if not _ENV_NAME.fullmatch(e.name):
             raise ValueError(f"bad environment variable name {e.name!r}")
         if e.secret is not None:
             if e.secret_field not in secret_values:
@@ -92,13 +93,15 @@ def render_env(spec: ServiceSpec, secret_values: dict[str, str]) -> RenderedFile
 
 def render_secret_files(spec: ServiceSpec, secret_values: dict[str, str]) -> list[RenderedFile]:
     """Files that carry secret values (0600): the env file, and the auth-proxy config when the engine needs one."""
+    if SecretField.API_KEY in secret_values:
+        checked_api_key(secret_values[SecretField.API_KEY])
     files = [render_env(spec, secret_values)]
     if spec.needs_auth_proxy:
         if SecretField.API_KEY not in secret_values:
             raise SecretError("no value for serving.api_key", "resolve it before rendering", where=PROXY)
         conf = render_template("auth-proxy.conf.j2", port=spec.port, engine_port=spec.listen_port,
                                health_path=quoting.nginx_token("health path", spec.health_path),
-                               api_key=quoting.nginx_token(SecretField.API_KEY, secret_values[SecretField.API_KEY]))
+                               api_key=secret_values[SecretField.API_KEY])
         files.append(RenderedFile(PROXY, conf, 0o600))
     return files
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import paramiko
 
 from infra.errors import RemoteError, Unreachable
-from infra.targets.ssh.hostkeys import HostKeyPolicy, verify
+from infra.targets.ssh.hostkeys import HostKeyPolicy, algorithms, known_types, none_offered, verify
 
 CONNECT_TIMEOUT_S = 15.0
 
@@ -180,6 +180,14 @@ def _readable(chan: paramiko.Channel, timeout_s: float) -> None:
     p.poll(timeout_s * 1000)
 
 
+def _prefer(t: paramiko.Transport, known: list[str]) -> None:
+    """Negotiate only host-key types already trusted for a known host, as OpenSSH does: otherwise the server
+    may show a key of another type, which verify() refuses."""
+    if known:
+        opts = t.get_security_options()
+        opts.key_types = [k for k in opts.key_types if k in algorithms(known)] or list(opts.key_types)
+
+
 def connect(ep: Conn, key: paramiko.PKey, step: str = "connect") -> Session:
     """Open, verify the host key, authenticate; every failure names the host, step and fix."""
     where = f"host {ep.label} ({ep.address}:{ep.port})"
@@ -194,6 +202,8 @@ def connect(ep: Conn, key: paramiko.PKey, step: str = "connect") -> Session:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     t = paramiko.Transport(sock)
     try:
+        known = known_types(ep.address, ep.port, ep.policy)
+        _prefer(t, known)
         t.start_client(timeout=CONNECT_TIMEOUT_S)
         verify(ep.address, ep.port, t.get_remote_server_key(), ep.policy, where)
         t.auth_publickey(ep.user, key)
@@ -204,6 +214,8 @@ def connect(ep: Conn, key: paramiko.PKey, step: str = "connect") -> Session:
                           where=where) from None
     except (OSError, EOFError, paramiko.SSHException) as e:
         t.close()
+        if known and "no acceptable host key" in str(e):
+            raise none_offered(ep.address, ep.port, ep.policy, known, where) from None
         raise Unreachable(f"{step}: SSH handshake failed: {type(e).__name__}: {e}",
                           "check that the port speaks SSH and sshd is healthy (see its log)", where=where) from None
     except RemoteError:

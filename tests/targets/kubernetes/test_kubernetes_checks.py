@@ -97,14 +97,25 @@ def test_verify_script_rejects_damaged_weights(tmp_path, damage):
     assert not (root / ".verified").exists()
 
 
-def test_verify_script_refuses_paths_outside_the_model(tmp_path):
+@pytest.mark.parametrize("path", ["../secret", "/etc/passwd", "a\n../secret", "x\x1b[2J", ".verified", "a//b"])
+def test_verify_script_refuses_paths_outside_the_model(tmp_path, path):
     root = _model(tmp_path, {"config.json": b"{}"})
     (tmp_path / "models" / "secret").write_bytes(b"s")
     doc = json.loads((root / "inferry-manifest.json").read_text())
-    doc["files"].append({"path": "../secret", "size": 1, "sha256": hashlib.sha256(b"s").hexdigest()})
+    doc["files"].append({"path": path, "size": 1, "sha256": hashlib.sha256(b"s").hexdigest()})
     (root / "inferry-manifest.json").write_text(json.dumps(doc))
     result = _verify(root)
-    assert result.returncode == 1 and "leaves the model folder" in result.stderr
+    assert result.returncode == 1 and f"{ascii(path)}: refused: the path leaves the model folder" in result.stderr
+    assert not (root / ".verified").exists()
+
+
+def test_verify_script_refuses_a_digest_that_is_not_a_sha256(tmp_path):
+    root = _model(tmp_path, {"config.json": b"{}"})
+    doc = json.loads((root / "inferry-manifest.json").read_text())
+    doc["files"][0]["sha256"] = doc["files"][0]["sha256"].upper()
+    (root / "inferry-manifest.json").write_text(json.dumps(doc))
+    result = _verify(root)
+    assert result.returncode == 1 and "64 lowercase hex digits" in result.stderr
 
 
 def _fetch(s3_server, root, home, build_dir):

@@ -56,6 +56,25 @@ def test_first_apply_serves_every_host_with_the_key(fleet):
     assert first.count("restarts") == 3 and first.count("writes") > 10
 
 
+PRIVACY = {"VLLM_NO_USAGE_STATS": "1", "VLLM_DO_NOT_TRACK": "1", "DO_NOT_TRACK": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
+           "HF_HUB_OFFLINE": "1"}
+# Each `vllm serve` process's environment, blocks after '@@' (the shell running this skips itself).
+ENGINE_ENVIRON = ("for p in /proc/[0-9]*; do [ $p = /proc/$$ ] && continue; "
+                  "tr '\\0' ' ' < $p/cmdline 2>/dev/null | grep -q 'vllm serve' && "
+                  "{ echo @@; tr '\\0' '\\n' < $p/environ; }; done; true")
+
+
+def test_the_running_engine_sends_nothing_out(fleet):
+    # Read from the engine process itself (/proc/PID/environ), not from the rendered files.
+    hosts = fleet[0]
+    for h in hosts:
+        out = h.exec(ENGINE_ENVIRON).stdout
+        engines = [dict(ln.split("=", 1) for ln in block.splitlines() if "=" in ln) for block in out.split("@@\n")[1:]]
+        assert engines, f"no vllm serve process on {h.name}"
+        for env in engines:
+            assert {k: env.get(k) for k in PRIVACY} == PRIVACY
+
+
 def test_second_apply_changes_nothing(fleet):
     hosts, d, _, store = fleet
     before = [ops_log(h) for h in hosts]

@@ -12,19 +12,12 @@ import pytest
 from infra.errors import RemoteError
 from infra.lifecycle import probe
 from infra.targets.ssh import apply as ssh_apply
-from infra.targets.ssh import pool
 from infra.targets.ssh.status import host_lines
-from tests.support.ssh_env import API_KEY, MODEL, apply, deployment, ops_log, plan_for, secrets, weights_store  # noqa: F401
+from tests.support.ssh_env import (API_KEY, MODEL, apply, deployment, fresh_sessions, ops_log, plan_for,  # noqa: F401
+                                   secrets, weights_store)
 
 pytestmark = pytest.mark.docker  # every host here runs its own Docker engine
 IMAGE = "vllm/vllm-openai:v0.33.0"
-
-
-@pytest.fixture(autouse=True)
-def fresh_sessions():
-    pool.close_all()
-    yield
-    pool.close_all()
 
 
 def container(host, service: str = "engine") -> dict:
@@ -82,6 +75,10 @@ def test_first_apply_runs_the_rendered_container(pair):
         assert c["HostConfig"]["PortBindings"] == {"8000/tcp": [{"HostIp": "", "HostPort": "8000"}]}
         assert c["HostConfig"]["IpcMode"] == "host" and c["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"
         assert c["HostConfig"]["DeviceRequests"][0]["Driver"] == "nvidia"
+        # Least privilege and nothing sent out, as Docker runs it (not as inferry rendered it).
+        assert c["HostConfig"]["CapDrop"] == ["ALL"] and "no-new-privileges:true" in c["HostConfig"]["SecurityOpt"]
+        assert {"VLLM_NO_USAGE_STATS=1", "DO_NOT_TRACK=1", "HF_HUB_DISABLE_TELEMETRY=1",
+                "HF_HUB_OFFLINE=1"} <= set(c["Config"]["Env"])
         (weights,) = [m for m in c["Mounts"] if m["Source"].startswith("/var/lib/inferry/weights")]
         assert weights["RW"] is False
     lb = f"http://{pair.hosts[0].address}:8080/v1"
@@ -166,7 +163,10 @@ def test_tensorrt_llm_serves_behind_its_auth_proxy(host_network, weights_store):
         out = apply(d, [h], weights_store)
         proxy = container(h, "auth-proxy")
         assert proxy["Config"]["Image"] == "nginx:1.27-alpine" and proxy["HostConfig"]["NetworkMode"] == "host"
-        assert container(h)["Path"] == "trtllm-serve"
+        assert "no-new-privileges:true" in proxy["HostConfig"]["SecurityOpt"]
+        engine = container(h)
+        assert engine["Path"] == "trtllm-serve" and engine["HostConfig"]["CapDrop"] == ["ALL"]
+        assert {"TRTLLM_NO_USAGE_STATS=1", "TELEMETRY_DISABLED=1", "DO_NOT_TRACK=1"} <= set(engine["Config"]["Env"])
         assert probe.chat_check(out.endpoint, API_KEY, MODEL)
         assert probe.get(out.endpoint + "/models", 3, None)[0] == 401
         assert probe.get(out.endpoint + "/models", 3, "sk-wrong")[0] == 401

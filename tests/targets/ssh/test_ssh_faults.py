@@ -9,15 +9,7 @@ import pytest
 from infra.errors import RemoteError
 from infra.targets.ssh import pool
 from infra.targets.ssh.session import Session
-from tests.support.ssh_env import FILES, apply, deployment, ops_log, secrets, weights_store  # noqa: F401
-
-
-@pytest.fixture(autouse=True)
-def fresh_sessions():
-    """Each test starts without pooled connections (hosts are new)."""
-    pool.close_all()
-    yield
-    pool.close_all()
+from tests.support.ssh_env import FILES, apply, deployment, ops_log, secrets, fresh_sessions, weights_store  # noqa: F401
 
 
 def test_sshd_killed_mid_apply_is_named_and_the_next_apply_converges(make_hosts, weights_store, monkeypatch):

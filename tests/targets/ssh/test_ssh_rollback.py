@@ -7,21 +7,12 @@ import urllib.request
 import pytest
 
 from infra.errors import RemoteError
-from infra.targets.ssh import pool
 from infra.targets.ssh.rollback import backup_command
 from infra.targets.ssh.session import Session
-from tests.support.ssh_env import API_KEY, MODEL, apply, deployment, ops_log, weights_store  # noqa: F401
+from tests.support.ssh_env import API_KEY, MODEL, apply, deployment, ops_log, fresh_sessions, weights_store  # noqa: F401
 from tests.targets.ssh.test_ssh_apply import cached_weights, chat
 
 LAUNCHER, NOT_READY = "/etc/inferry/run-engine.sh", "engine never became ready"
-
-
-@pytest.fixture(autouse=True)
-def fresh_sessions():
-    """Each test starts without pooled connections (hosts are new)."""
-    pool.close_all()
-    yield
-    pool.close_all()
 
 
 def processes(host) -> list[str]:
