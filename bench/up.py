@@ -76,7 +76,7 @@ def direct(stack_file: str, destroy: bool) -> None:
     from infra.checks import register_checks
     from infra.lifecycle.secrets import resolver
     from infra.stack.stackfile import load_stack
-    from infra.targets.ssh import apply as ssh_apply
+    from tests.support import ssh_direct as ssh_apply
     from infra.targets.ssh.plan import plan_deployment
 
     register_checks()

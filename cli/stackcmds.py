@@ -7,7 +7,7 @@ import typer
 
 from cli.common import err, handle_errors, load_checked, out
 from infra.errors import InferryError
-from infra.stack.kinds import engine_kinds
+from infra.stack.kinds import engine_kinds, target_kinds
 from infra.stack.project import in_project, project_root
 from infra.stack.stackfile import stack_path
 
@@ -29,7 +29,7 @@ def validate(stack: str = typer.Argument(..., help=STACK_HELP)) -> None:
 @handle_errors
 def init(
     stack: str = typer.Argument(..., help=STACK_HELP),
-    target: str = typer.Option("ssh", help="ssh | kubernetes"),
+    target: str | None = typer.Option(None, help="a target kind (default: the first registered; a wrong one lists them)"),
     engine: str | None = typer.Option(None, help="an engine kind (default: the first registered; a wrong one lists them)"),
 ) -> None:
     """Write a commented stack file that validates (never overwrites); a stack NAME in a folder that is not a
@@ -44,7 +44,7 @@ def init(
     if path.exists():
         out.print(f"kept {path.resolve()} (it exists)", markup=False)
     else:
-        _write_new(path, render_init(target, engine or engine_kinds()[0]), stack)
+        _write_new(path, render_init(target or target_kinds()[0], engine or engine_kinds()[0]), stack)
         out.print(f"wrote {path.resolve()}", markup=False)
     for f in made:
         out.print(f"wrote {f.resolve()}", markup=False)

@@ -4,11 +4,12 @@
 
 Only re-exports: the implementation is infra.component (one code path with the stack-file program).
 """
-from infra.component.args import (DeploymentArgs, KubernetesTargetArgs, LoadBalancerArgs, ModelArgs, ServingArgs,
-                                  SshHostArgs, SshTargetArgs, StorageArgs, TargetArgs)
+from infra.component.args import DeploymentArgs, ModelArgs, ServingArgs, StorageArgs, TargetArgs
 from infra.component.deployment import Deployment
 from infra.errors import ConfigError, InferryError
 from infra.stack.config import EngineBase, PolicyConfig, ProviderConfig, TrtllmEngine, VllmEngine
+from infra.targets.kubernetes.config import KubernetesTargetArgs
+from infra.targets.ssh.config import LoadBalancerArgs, SshHostArgs, SshTargetArgs
 
 __all__ = [
     "ConfigError", "Deployment", "DeploymentArgs", "EngineBase", "InferryError", "KubernetesTargetArgs",

@@ -32,13 +32,21 @@ def _engines() -> tuple:
     return ENGINES
 
 
+def _targets() -> tuple:
+    """The registered targets' descriptors (imported when the schema first needs the target sections)."""
+    from infra.targets.registry import targets
+
+    return tuple(targets().values())
+
+
 def register_checks() -> None:
-    """Register the engine sections with the schema, then the checks of engines, sizing, targets and storage,
+    """Register the engine and target sections with the schema, then the checks of engines, sizing, targets and storage,
     in the order they run (idempotent)."""
     from infra.stack.checkregistry import register_check
-    from infra.stack.kinds import register_engines
+    from infra.stack.kinds import register_engines, register_targets
 
     register_engines(_engines)
+    register_targets(_targets)
     # Sizing first: where it refuses a field, its fix (one that fits) replaces the engine rule's.
     register_check("sizing", _lazy("infra.sizing.fit", "sizing_problems"))
     register_check("engine", _lazy("infra.engines.checks", "engine_checks"))

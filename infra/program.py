@@ -16,7 +16,7 @@ def build(stack: Stack) -> dict[str, Any]:
     from infra.checks import register_checks
     from infra.component.args import DeploymentArgs
     from infra.component.deployment import Deployment
-    from infra.component.prepare import Prepared
+    from infra.component.prepared import Prepared
     from infra.stack.secrets import output
 
     register_checks()

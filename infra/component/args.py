@@ -6,19 +6,18 @@ stack file's {config: KEY} / {env: VAR} references.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Required, TypedDict, Union
 
 import pulumi
 
-from infra.stack.config import EngineBase, PolicyConfig, ProviderConfig
+from infra.stack.config import EngineBase, PolicyConfig, ProviderConfig, TargetBase
 
 if TYPE_CHECKING:
-    from infra.component.prepare import Prepared
+    from infra.component.prepared import Prepared
 
-__all__ = ["DeploymentArgs", "KubernetesTargetArgs", "LoadBalancerArgs", "ModelArgs", "ServingArgs", "SshHostArgs", "SshTargetArgs",
-           "StorageArgs", "TargetArgs"]
+__all__ = ["DeploymentArgs", "ModelArgs", "ServingArgs", "StorageArgs", "TargetArgs"]
 
 
 class ModelArgs(TypedDict, total=False):
@@ -32,71 +31,9 @@ class ModelArgs(TypedDict, total=False):
     hf_token: pulumi.Input[str]
 
 
-class SshHostArgs(TypedDict, total=False):
-    """One GPU VM: its address, user and host key may be another resource's Outputs; name is then required
-    (it names the host's resources, which must be known before the address is)."""
-
-    address: Required[pulumi.Input[str]]
-    name: str
-    user: pulumi.Input[str]
-    port: int
-    host_key: pulumi.Input[str]
-
-
-class LoadBalancerArgs(TypedDict, total=False):
-    """A round-robin nginx on one of the hosts (by name)."""
-
-    host: Required[str]
-    port: int
-
-
-class SshTargetArgs(TypedDict, total=False):
-    """`target:` of kind ssh; private_key is the key itself (e.g. a key resource's private_key_openssh)."""
-
-    kind: Required[Literal["ssh"]]
-    hosts: Required[Sequence[SshHostArgs]]
-    private_key: Required[pulumi.Input[str]]
-    known_hosts: str
-    trust_on_first_use: bool
-    runtime: Literal["docker", "process"]
-    install_docker: bool
-    weights_cache: str
-    service_dir: str
-    max_parallel: int
-    health_timeout_s: int
-    rollout: Literal["rolling", "parallel"]
-    max_unavailable: Union[int, str]
-    load_balancer: LoadBalancerArgs
-
-
-class KubernetesTargetArgs(TypedDict, total=False):
-    """`target:` of kind kubernetes; kubeconfig is a file's path or its contents (e.g. a cluster's Output)."""
-
-    kind: Required[Literal["kubernetes"]]
-    kubeconfig: pulumi.Input[str]
-    context: str
-    namespace: str
-    create_namespace: bool
-    replicas: int
-    weights_delivery: Literal["init-container", "pvc", "stream"]
-    cache_size: str
-    storage_class: str
-    gpu_product: str
-    node_selector: Mapping[str, str]
-    tolerations: Sequence[Mapping[str, Any]]
-    autoscaling: Mapping[str, Any]
-    ingress: Mapping[str, Any]
-    pdb_min_available: int
-    service_monitor: bool
-    startup_timeout_s: int
-    schedule_timeout_s: int
-    labels: Mapping[str, str]
-    cpu: str
-    memory: str
-    fetch_image: str
-
-
-TargetArgs = Union[SshTargetArgs, KubernetesTargetArgs]
+# A `target:` section as its target's TypedDict gives it (SshTargetArgs, KubernetesTargetArgs, ... each in its
+# target's config module, beside the model that checks it), or the model itself.
+TargetArgs = Union[TargetBase, Mapping[str, Any]]
 
 
 class StorageArgs(TypedDict, total=False):

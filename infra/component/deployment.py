@@ -11,7 +11,8 @@ from typing import Any
 import pulumi
 
 from infra.component.args import DeploymentArgs
-from infra.component.prepare import Prepared, prepare
+from infra.component.prepare import prepare
+from infra.component.prepared import Prepared
 from infra.stack.secretfix import SecretField
 
 TYPE = "inferry:index:Deployment"

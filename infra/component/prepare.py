@@ -1,12 +1,12 @@
 """DeploymentArgs -> a checked deployment, its secrets and its late values, before anything is created."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
 
 from infra.component.args import DeploymentArgs
+from infra.component.prepared import Prepared
 from infra.errors import ConfigError, Problem
 from infra.stack.config import Deployment
 from infra.stack.late import Late, is_output, replaced
@@ -23,17 +23,6 @@ STAND_IN = {SecretField.PRIVATE_KEY: KEY_STAND_IN, SecretField.API_KEY: "INFERRY
             SecretField.S3_ACCESS: "INFERRY_S3_ACCESS_KEY", SecretField.S3_SECRET: "INFERRY_S3_SECRET_KEY",
             SecretField.HF_TOKEN: "INFERRY_HF_TOKEN"}
 SECTIONS = ("model", "engine", "target", "storage", "provider", "serving", "policy")
-
-
-@dataclass
-class Prepared:
-    """A deployment checked on its plain values: secret values by field path, and its late values."""
-
-    deployment: Deployment
-    secrets: dict[str, Any]  # field path -> secret Output
-    source: str
-    late: Late = field(default_factory=Late)
-    warnings: list[Problem] = field(default_factory=list)
 
 
 def plain(value: Any) -> Any:

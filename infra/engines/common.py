@@ -1,4 +1,4 @@
-"""What both engines share: where weights appear, how values become flag text, common env vars."""
+"""What every engine shares: where weights appear, how values become flag text, common env vars."""
 from __future__ import annotations
 
 import posixpath

@@ -69,6 +69,8 @@ class Engine:
     exact_output_length: bool  # honours ignore_eos/min_tokens: bench asks for exact output lengths
     # argparse dests of its options that log prompts or outputs: refused unless serving.log_prompts
     prompt_logging: tuple[str, ...] = ()
+    # its own usage-statistics switches, each set to 1 in its environment (DO_NOT_TRACK and the hub's for all)
+    usage_off: tuple[str, ...] = ()
 
     @property
     def queue_metric(self) -> str | None:

@@ -176,7 +176,7 @@ def parser_traits(engine: str, snap: dict) -> dict:
 
 @functools.lru_cache(maxsize=8)  # built once per version: parse_args leaves a parser as it was
 def parser(engine: str, version: str) -> argparse.ArgumentParser:
-    """An argparse parser that accepts what `vllm serve` / `trtllm-serve` of that version accepts."""
+    """An argparse parser that accepts what the engine's server command of that version accepts."""
     snap = snapshot(engine, version)
     traits = parser_traits(engine, snap)
     p = _Parser(prog=traits["prog"], add_help=False, allow_abbrev=traits["allow_abbrev"])

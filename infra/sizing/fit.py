@@ -8,10 +8,10 @@ from typing import Any
 from infra.sizing import catalog
 from infra.stack.config import Deployment
 from infra.engines.registry import engine_for
-from infra.errors import InferryError, Problem, SizingError
+from infra.errors import InferryError, Problem
 from infra.sizing.modelinfo import ModelInfo, Reader
 from infra.sizing.plan import Fix, Plan, evaluate, make_plan
-from infra.sizing.memory import Verdict, max_fitting_context
+from infra.sizing.memory import max_fitting_context
 
 TP_CHOICES = (1, 2, 4, 8)
 
@@ -83,14 +83,6 @@ def plan_with_fixes(d: Deployment, measured_tps: float | None = None, read: Read
     """The plan, with the fixes that fit when the deployment itself does not."""
     plan = make_plan(d, measured_tps, read)
     return plan if plan.verdict.fits else replace(plan, fixes=find_fixes(d, plan.model))
-
-
-def require_fit(d: Deployment) -> Verdict:
-    """The verdict when the deployment fits; SizingError with the reason and the smallest fix otherwise."""
-    plan = plan_with_fixes(d)
-    if plan.verdict.fits:
-        return plan.verdict
-    raise SizingError(plan.verdict.reason, fix_text(plan), where=f"{plan.model.arch.key} on {plan.gpu}")
 
 
 def fix_text(plan: Plan) -> str:

@@ -9,14 +9,14 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_val
 from infra.stack.location import WeightsLocation
 from infra.stack.secretfix import SecretField
 from infra.stack.config_engines import EngineBase, TrtllmEngine, VllmEngine
-from infra.stack.config_targets import INT32_MAX, STRICT, KubernetesTarget, SecretRef, SshHost, SshTarget, TargetConfig
-from infra.stack.kinds import EngineSection
+from infra.stack.config_targets import INT32_MAX, STRICT, SecretRef, TargetBase
+from infra.stack.kinds import EngineSection, TargetSection
 from infra.stack.storenames import BUCKET_NAME, endpoint_problem  # a leaf the weights commands import without pydantic
 
 __all__ = [
     "Deployment", "ModelConfig", "Architecture", "StorageConfig", "ProviderConfig", "DeclaredGpu",
     "ServingConfig", "PolicyConfig", "SecretRef", "EngineBase", "VllmEngine",
-    "TrtllmEngine", "TargetConfig", "SshTarget", "SshHost", "KubernetesTarget",
+    "TrtllmEngine", "TargetBase",
 ]
 
 # A served model name ends up in URLs, labels and file names: keep it boring.
@@ -215,7 +215,7 @@ class Deployment(Strict):
 
     model: ModelConfig
     engine: Annotated[EngineBase, EngineSection()]
-    target: Annotated[Union[SshTarget, KubernetesTarget], Field(discriminator="kind")]
+    target: Annotated[TargetBase, TargetSection()]
     storage: StorageConfig
     provider: ProviderConfig
     serving: ServingConfig

@@ -1,4 +1,4 @@
-"""Engine sections of the stack file: vLLM and TensorRT-LLM options, typed."""
+"""Engine sections of the stack file, typed: the options every engine shares, vLLM's and TensorRT-LLM's sections."""
 from __future__ import annotations
 
 import math
@@ -99,7 +99,7 @@ class Speculative(_Strict):
 
 
 class EngineBase(_Strict):
-    """Options both engines share."""
+    """Options every engine shares."""
 
     # An image reference has no spaces or control characters (Docker's reference grammar); a line break would
     # also break the compose file's one-line value.

@@ -12,19 +12,19 @@ from typing import Any
 
 from pydantic import BaseModel, Tag, ValidationError
 
-from infra.stack.kinds import EngineSection, engine_kinds
+from infra.stack.kinds import Section, engine_kinds, target_kinds
 from infra.stack.secretfix import plain_text_fix
 from infra.errors import Problem
 
 # Field names whose values are secrets: never echo what was found there.
 SECRET_FIELDS = {"private_key", "api_key", "access_key_id", "secret_access_key", "hf_token"}
 # Discriminated unions put the tag in the error location; users never write it.
-FIXED_TAGS = {"target": {"ssh", "kubernetes"}, "provider.gpu": {"catalog", "declared"}}
+FIXED_TAGS = {"provider.gpu": {"catalog", "declared"}}
 
 
 def union_tags() -> dict[str, set[str]]:
-    """Each discriminated union's tags by field path (the engine kinds as registered)."""
-    return {"engine": set(engine_kinds()), **FIXED_TAGS}
+    """Each discriminated union's tags by field path (the engine and target kinds as registered)."""
+    return {"engine": set(engine_kinds()), "target": set(target_kinds()), **FIXED_TAGS}
 
 
 def _tag_names() -> set[str]:
@@ -111,7 +111,7 @@ def _unwrap(tp: Any, part: str | int) -> Any:
         field = tp.model_fields.get(part)
         if field is None:
             return None
-        section = next((m for m in field.metadata if isinstance(m, EngineSection)), None)
+        section = next((m for m in field.metadata if isinstance(m, Section)), None)
         return section.union() if section else field.annotation
     return None
 

@@ -43,6 +43,8 @@ class Target(Protocol):
     """One kind of place an engine runs; each folder under infra/targets/ exports one (its TARGET)."""
 
     kind: str  # the stack file's target.kind
+    config: type  # its `target:` section: a TargetBase model with `kind: Literal[<kind>]` (registered with the schema)
+    starter: str  # the `target:` lines `inferry init` writes (unindented YAML, commented)
 
     def deploy(self, req: DeployRequest) -> dict[str, Any]:
         """Create the Pulumi resources of the deployment (inside a Pulumi program); returns its exports

@@ -6,12 +6,14 @@ import pytest
 
 from infra.engines import service_spec
 from infra.engines.checks import prompt_logging_problems
+from infra.engines.registry import engine_for
 from infra.stack.validate import findings
 from tests.engines.test_engines import BASE, deployment
 
 OFF = {"DO_NOT_TRACK": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_OFFLINE": "1"}
-OWN = {"vllm": {"VLLM_NO_USAGE_STATS": "1", "VLLM_DO_NOT_TRACK": "1"},
-       "tensorrt-llm": {"TRTLLM_NO_USAGE_STATS": "1", "TELEMETRY_DISABLED": "1"}, "sglang": {}}
+# What each engine's own source names as its switch (docs/security.md); the contract must carry the same.
+OWN = {"vllm": {"VLLM_NO_USAGE_STATS", "VLLM_DO_NOT_TRACK"}, "tensorrt-llm": {"TRTLLM_NO_USAGE_STATS", "TELEMETRY_DISABLED"},
+       "sglang": set()}
 
 
 def env(d) -> dict[str, str | None]:
@@ -21,8 +23,9 @@ def env(d) -> dict[str, str | None]:
 
 @pytest.mark.parametrize("kind", sorted(OWN))
 def test_every_engine_starts_with_its_usage_reports_off(kind):
+    assert set(engine_for(kind).usage_off) == OWN[kind]
     got = env(deployment({"kind": kind}))
-    want = {**OFF, **OWN[kind]}
+    want = {**OFF, **{k: "1" for k in OWN[kind]}}
     assert {k: got.get(k) for k in want} == want
 
 

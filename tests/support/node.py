@@ -184,7 +184,7 @@ class Node:
 def node(cluster) -> Iterator[Node]:
     """A real node, Ready, with the stand-in images of every engine, the fetch image and the proxy image."""
     from infra.engines.spec import PROXY_IMAGE
-    from infra.stack.config_targets import KubernetesTarget
+    from infra.targets.kubernetes.config import KubernetesTarget
     from tests.support.hosts.docker import image_names
 
     n = Node(cluster)

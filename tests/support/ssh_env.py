@@ -10,7 +10,7 @@ import pytest
 
 from infra.stack.config import Deployment
 from infra.stack.stackfile import parse_deployment
-from infra.targets.ssh import apply as ssh_apply
+from tests.support import ssh_direct as ssh_apply
 from infra.targets.ssh.plan import TargetPlan, plan_deployment
 
 BUCKET, PREFIX, MODEL = "inferry-weights", "llama-3.1-8b-instruct", "llama-3.1-8b-instruct"

@@ -4,7 +4,7 @@ from __future__ import annotations
 from infra.stack.config_engines import TRTLLM_VERSION, TrtllmEngine
 from infra.engines.contract import Engine
 from infra.engines.trtllm import rules
-from infra.engines.trtllm.service import CUDA, IMAGE, config_yaml, served_name, service_spec
+from infra.engines.trtllm.service import CUDA, IMAGE, USAGE_OFF, config_yaml, served_name, service_spec
 from infra.engines.trtllm.sizing import SIZING
 
 __all__ = ["ENGINE", "IMAGE", "config_yaml", "served_name", "service_spec"]
@@ -22,5 +22,5 @@ ENGINE = Engine(
     service_spec=service_spec, config_rules=rules.config_rules, option_problems=rules.option_problems,
     startup_rules=lambda d, model_max: [], fp8_compute=rules.fp8_compute, sizing=SIZING, health_path="/health",
     # trtllm-serve's /metrics is beta iteration statistics, not a queue gauge: no default to scale on.
-    lists_model_as="folder", metrics=None, needs_auth_proxy=True, exact_output_length=False,
+    lists_model_as="folder", metrics=None, needs_auth_proxy=True, exact_output_length=False, usage_off=USAGE_OFF,
 )

@@ -134,7 +134,7 @@ def _unregistered(option: str, name: str, names: list[str]) -> Problem:
 
 def startup_problems(d: Deployment, model_max: int | None) -> list[Problem]:
     """Every start-up refusal for a vLLM stack whose command line the parser accepts."""
-    from infra.engines import service_spec
+    from infra.engines.vllm.service import service_spec  # its own engine's, not the registry's (no import circle)
 
     e = d.engine
     assert isinstance(e, VllmEngine)

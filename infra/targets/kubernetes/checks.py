@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import re
 
-from infra.stack.config import Deployment, KubernetesTarget as TargetSection
+from infra.stack.config import Deployment
+from infra.targets.kubernetes.config import KubernetesTarget as TargetSection
 from infra.engines.registry import engine_for
 from infra.errors import ConfigError, Problem
 from infra.targets.kubernetes.names import app_name

@@ -4,7 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from infra.stack.config import Deployment, KubernetesTarget as TargetSection
+from infra.stack.config import Deployment
+from infra.targets.kubernetes.config import KubernetesTarget as TargetSection
 from infra.engines.spec import ServiceSpec
 from infra.targets.kubernetes import names
 

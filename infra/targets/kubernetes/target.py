@@ -4,13 +4,24 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from infra.errors import Problem
-from infra.stack.config import Deployment, KubernetesTarget as Section
+from infra.stack.config import Deployment
+from infra.targets.kubernetes.config import KubernetesTarget as Section
 from infra.targets.contract import DeployRequest, Resolve
 
 if TYPE_CHECKING:
     from infra.engines.spec import ServiceSpec
     from infra.render.out import Placed
     from infra.stack.stackfile import Stack
+
+
+# The `target:` lines `inferry init` writes (unindented YAML, commented).
+STARTER = """\
+kind: kubernetes
+context: my-cluster                    # kubeconfig context; never the ambient default
+namespace: inferry
+replicas: 1
+weights_delivery: init-container       # init-container | pvc | stream (vLLM runai_streamer)
+"""
 
 
 def _section(d: Deployment) -> Section:
@@ -22,6 +33,8 @@ class Kubernetes:
     """A cluster through pulumi-kubernetes: weights, the engine Deployment, Service, scaling, ingress."""
 
     kind = "kubernetes"
+    config = Section
+    starter = STARTER
 
     def deploy(self, req: DeployRequest) -> dict[str, Any]:
         """The KubernetesTarget component of the deployment; returns endpoint, endpoints and served_model."""

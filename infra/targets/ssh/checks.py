@@ -1,7 +1,8 @@
 """`inferry validate` checks for the SSH target: things the schema cannot see."""
 from __future__ import annotations
 
-from infra.stack.config import Deployment, SshTarget
+from infra.stack.config import Deployment
+from infra.targets.ssh.config import SshTarget
 from infra.engines.registry import engine_for
 from infra.errors import Problem
 

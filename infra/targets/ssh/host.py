@@ -1,7 +1,7 @@
 """Step 1 on each host: read facts, preflight the GPUs and driver, install Docker + NVIDIA toolkit if allowed."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from infra.errors import RemoteError
 from infra.targets.ssh import preflight
@@ -80,7 +80,3 @@ def ensure_host(a: HostArgs, private_key: str) -> HostReport:
         f = read_facts(s, a.weights_cache, a.runtime)
     return HostReport(f.os.pretty, [g.name for g in f.gpus], f.driver, f.cuda, f.docker, len(ops.writes))
 
-
-def report_dict(r: HostReport) -> dict:
-    """Provider outputs."""
-    return asdict(r)

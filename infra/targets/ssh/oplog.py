@@ -26,7 +26,3 @@ class Ops:
         if self.writes or self.restarts:
             s.run(self.command(log_path), step)
 
-
-def read_log(s: Session, log_path: str) -> list[str]:
-    """The host's change log lines (for tests and `inferry status`)."""
-    return s.run(f"cat {shlex.quote(log_path)} 2>/dev/null; true", "read change log").out.splitlines()

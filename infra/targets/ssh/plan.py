@@ -6,7 +6,8 @@ from dataclasses import dataclass, replace
 
 from infra.stack.location import WeightsLocation
 from infra.stack.secretfix import SecretField
-from infra.stack.config import Deployment, SshHost, SshTarget
+from infra.stack.config import Deployment
+from infra.targets.ssh.config import SshHost, SshTarget
 from infra.engines.common import weights_dir  # host path = the engines' layout under the cache
 from infra.engines.spec import ServiceSpec
 from infra.errors import ConfigError

@@ -13,7 +13,8 @@ from typing import Any
 from infra.stack.secretfix import SecretField
 from infra.render import quoting
 from infra.render.templates import RenderedFile, render_template
-from infra.stack.config import Deployment, SshTarget
+from infra.stack.config import Deployment
+from infra.targets.ssh.config import SshTarget
 from infra.engines.spec import MODELS_DIR, PROXY_IMAGE, ServiceSpec
 from infra.errors import SecretError
 from infra.stack.secrets import checked_api_key

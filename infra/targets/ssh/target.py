@@ -5,7 +5,8 @@ import posixpath
 from typing import TYPE_CHECKING, Any
 
 from infra.errors import Problem
-from infra.stack.config import Deployment, SshTarget as Section
+from infra.stack.config import Deployment
+from infra.targets.ssh.config import SshTarget as Section
 from infra.targets.contract import DeployRequest, Resolve
 
 if TYPE_CHECKING:
@@ -14,6 +15,15 @@ if TYPE_CHECKING:
     from infra.stack.stackfile import Stack
 
 LB_FILE = "lb-nginx.conf"
+# The `target:` lines `inferry init` writes (unindented YAML, commented).
+STARTER = """\
+kind: ssh
+hosts:                                 # each host is a replica
+  - {address: 203.0.113.10, user: ubuntu, name: gpu-1}
+private_key: {env: INFERRY_SSH_KEY}     # or {config: sshPrivateKey} after `pulumi config set --secret`
+trust_on_first_use: false             # true records unknown host keys in known_hosts
+runtime: docker                        # docker (compose, kept up by Docker) or process
+"""
 
 
 def _section(d: Deployment) -> Section:
@@ -25,6 +35,8 @@ class Ssh:
     """SSH hosts: facts, preflight, weights, the engine service (docker or process), a load balancer."""
 
     kind = "ssh"
+    config = Section
+    starter = STARTER
 
     def deploy(self, req: DeployRequest) -> dict[str, Any]:
         """The SshTarget component of the deployment; returns endpoint and endpoints."""

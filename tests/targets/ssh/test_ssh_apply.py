@@ -9,7 +9,7 @@ import openai
 import pytest
 
 from tests.support.ssh_env import API_KEY, FILES, MODEL, apply, deployment, ops_log, plan_for, secrets, weights_store  # noqa: F401
-from infra.targets.ssh import apply as ssh_apply
+from tests.support import ssh_direct as ssh_apply
 
 
 def chat(endpoint: str, key: str = API_KEY) -> str:

@@ -11,7 +11,7 @@ import pytest
 
 from infra.errors import RemoteError
 from infra.lifecycle import probe
-from infra.targets.ssh import apply as ssh_apply
+from tests.support import ssh_direct as ssh_apply
 from infra.targets.ssh.status import host_lines
 from tests.support.ssh_env import (API_KEY, MODEL, apply, deployment, fresh_sessions, ops_log, plan_for,  # noqa: F401
                                    secrets, weights_store)

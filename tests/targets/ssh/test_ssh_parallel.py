@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from infra.errors import RemoteError
-from infra.targets.ssh import apply as ssh_apply
+from tests.support import ssh_direct as ssh_apply
 from infra.targets.ssh import host as ssh_host
 from infra.targets.ssh import providers
 from infra.targets.ssh import service as ssh_service

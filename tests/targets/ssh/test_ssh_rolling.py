@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from infra.errors import RemoteError
-from infra.targets.ssh import apply as ssh_apply
+from tests.support import ssh_direct as ssh_apply
 from infra.targets.ssh import pool, providers
 from infra.targets.ssh.rollout import ROLLING, Rollout
 from infra.targets.ssh.session import Session

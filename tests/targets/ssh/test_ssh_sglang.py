@@ -5,7 +5,7 @@ from __future__ import annotations
 import openai
 import pytest
 
-from infra.targets.ssh import apply as ssh_apply
+from tests.support import ssh_direct as ssh_apply
 from tests.support.ssh_env import API_KEY, apply, deployment, plan_for, secrets, weights_store  # noqa: F401
 from tests.targets.ssh.test_ssh_apply import chat
 

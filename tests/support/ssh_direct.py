@@ -1,4 +1,4 @@
-"""Apply or destroy an SSH target without the Pulumi CLI: the same providers, driven directly, in the program's order.
+"""Apply or destroy an SSH target without the Pulumi CLI (tests, benches): the providers, driven directly, in order.
 
     plan = plan_deployment(stack.deployment)        # infra.targets.ssh.plan
     outcome = apply(plan, stack_secrets(stack, resolver(stack)))  # resolver: infra.lifecycle.secrets; .endpoint, .endpoints, .count("writes"), .hosts[i].outputs

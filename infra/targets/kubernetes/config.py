@@ -1,0 +1,139 @@
+"""The `target:` section of a Kubernetes stack: cluster, namespace, replicas, weights delivery, autoscaling."""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Required, TypedDict
+
+from pydantic import Field, field_validator, model_validator
+
+from infra.stack.config_targets import DNS1123, INT32_MAX, LABEL_VALUE, QUANTITY, SecretRef, StrictSection, TargetBase
+
+if TYPE_CHECKING:  # the TypedDicts' annotations only: the schema loads without the Pulumi SDK
+    import pulumi
+
+
+class Toleration(StrictSection):
+    """A pod toleration (for tainted GPU nodes)."""
+
+    key: str
+    operator: Literal["Exists", "Equal"] = "Exists"
+    value: str | None = Field(default=None, pattern=LABEL_VALUE)
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+
+
+class Autoscaling(StrictSection):
+    """Scale replicas on the engine's request queue."""
+
+    engine: Literal["keda", "hpa"] = "keda"
+    min_replicas: int = Field(default=1, ge=0, le=1000)
+    max_replicas: int = Field(default=4, ge=1, le=1000)
+    queue_target: int = Field(default=5, ge=1, le=INT32_MAX,
+                              description="waiting requests per replica before scaling out")
+    prometheus_url: str = Field(default="http://prometheus-operated.monitoring.svc:9090", pattern=r"^https?://\S+$")
+    scale_to_zero: bool = False
+    metric: str | None = Field(default=None, pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$",
+                               description="per-pod queue gauge; default vllm:num_requests_waiting for vLLM")
+    cooldown_s: int = Field(default=300, ge=0, le=86400, description="seconds of low load before scaling in")
+    concurrency_target: int = Field(default=64, ge=1, le=INT32_MAX,
+                                    description="scale_to_zero: in-flight requests per replica")
+    interceptor_host: str = Field(default="keda-add-ons-http-interceptor-proxy.keda.svc.cluster.local",
+                                  pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+                                  description="scale_to_zero: the KEDA HTTP add-on interceptor Service")
+    interceptor_port: int = Field(default=8080, ge=1, le=65535)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "Autoscaling":
+        if self.min_replicas > self.max_replicas:
+            raise ValueError("min_replicas must not exceed max_replicas")
+        if self.min_replicas == 0 and not (self.scale_to_zero and self.engine == "keda"):
+            raise ValueError("min_replicas 0 needs scale_to_zero: true with engine: keda (the HTTP add-on wakes a replica)")
+        return self
+
+
+class Ingress(StrictSection):
+    """An optional Ingress with TLS."""
+
+    host: str = Field(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    tls_secret: str | None = Field(default=None, pattern=DNS1123)
+    class_name: str | None = Field(default=None, pattern=DNS1123)
+
+
+class KubernetesTarget(TargetBase):
+    """Deploy onto a Kubernetes cluster with pulumi-kubernetes."""
+
+    kind: Literal["kubernetes"]
+    kubeconfig: str | None = None
+    context: str | None = None
+    namespace: str = Field(default="inferry", pattern=DNS1123)
+    create_namespace: bool = True
+    replicas: int = Field(default=1, ge=0, le=1000)
+    weights_delivery: Literal["init-container", "pvc", "stream"] = "init-container"
+    cache_size: str = Field(default="200Gi", description="weights cache size (a Kubernetes quantity)")
+    storage_class: str | None = Field(default=None, pattern=DNS1123)
+    gpu_product: str | None = Field(default=None, pattern=LABEL_VALUE, description="nvidia.com/gpu.product label value")
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list)
+    autoscaling: Autoscaling | None = None
+    ingress: Ingress | None = None
+    pdb_min_available: int | None = Field(default=None, ge=0, le=1000)
+    service_monitor: bool = False
+    startup_timeout_s: int = Field(default=1800, ge=60, le=INT32_MAX,
+                                   description="seconds a rollout may take (image pull and model load)")
+    schedule_timeout_s: int = Field(default=900, ge=1, le=INT32_MAX,
+                                    description="seconds a replica may wait for a node with its GPUs (a cluster "
+                                                "autoscaler adding one) before the rollout fails")
+    labels: dict[str, str] = Field(default_factory=dict)
+    cpu: str = Field(default="8", description="CPU request per replica (a Kubernetes quantity)")
+    memory: str = Field(default="64Gi", description="memory request and limit per replica (a quantity)")
+    fetch_image: str = Field(default="amazon/aws-cli:2.22.0", min_length=1,
+                             description="image with the aws CLI that fetches weights from the store")
+
+    @field_validator("cache_size", "cpu", "memory")
+    @classmethod
+    def _quantity(cls, v: str) -> str:
+        if not re.fullmatch(QUANTITY, v):
+            raise ValueError("not a Kubernetes quantity; write e.g. 200Gi, 64Gi, 8 or 500m (no spaces, no 'GB')")
+        return v
+
+    @property
+    def instances(self) -> int:
+        """Engine instances the stack runs: the replicas (the autoscaler's minimum)."""
+        return self.autoscaling.min_replicas if self.autoscaling else self.replicas
+
+    @property
+    def streams_weights(self) -> bool | None:
+        """Whether pods stream weights from the store (weights_delivery: stream)."""
+        return self.weights_delivery == "stream"
+
+    def secret_refs(self) -> dict[str, SecretRef]:
+        """The target's own secrets: none (the cluster's credentials are the kubeconfig's)."""
+        return {}
+
+# The same section as a user's Pulumi program passes it to inferry.Deployment: values may be Outputs
+# (tests/component/test_component_args.py keeps these keys those of the models above).
+class KubernetesTargetArgs(TypedDict, total=False):
+    """`target:` of kind kubernetes; kubeconfig is a file's path or its contents (e.g. a cluster's Output)."""
+
+    kind: Required[Literal["kubernetes"]]
+    kubeconfig: pulumi.Input[str]
+    context: str
+    namespace: str
+    create_namespace: bool
+    replicas: int
+    weights_delivery: Literal["init-container", "pvc", "stream"]
+    cache_size: str
+    storage_class: str
+    gpu_product: str
+    node_selector: Mapping[str, str]
+    tolerations: Sequence[Mapping[str, Any]]
+    autoscaling: Mapping[str, Any]
+    ingress: Mapping[str, Any]
+    pdb_min_available: int
+    service_monitor: bool
+    startup_timeout_s: int
+    schedule_timeout_s: int
+    labels: Mapping[str, str]
+    cpu: str
+    memory: str
+    fetch_image: str
