@@ -83,7 +83,7 @@ def direct(stack_file: str, destroy: bool) -> None:
     stack = load_stack(stack_file)
     plan = plan_deployment(stack.deployment)
     if destroy:
-        ssh_apply.destroy(plan, ssh_apply.stack_secrets(stack, resolver(stack)), remove_weights=True)
+        ssh_apply.destroy(plan, ssh_apply.stack_secrets(stack, resolver(stack)))
     else:
         ssh_apply.apply(plan, ssh_apply.stack_secrets(stack, resolver(stack)))
 

@@ -26,6 +26,7 @@ API_KEY = "sk-compat-" + "5" * 20
 S3_KEYS = ("compat-access-1", "compat-secret-" + "7" * 16)
 DEPLOYMENT = "inferry:index:Deployment"
 SERVICE = "pulumi-python:dynamic/inferry:SshService"
+WEIGHTS = "pulumi-python:dynamic/inferry:SshWeights"
 
 
 def checkout(commit: str, folder):
@@ -76,9 +77,10 @@ def test_state_of_the_program_before_the_component_needs_no_replacement(host_net
         planned = steps(project, "compat")
         print("steps planned with the component:", planned)  # the evidence, with -s
         # Only the component is new; nothing of the old state is created, deleted or replaced. The engine service
-        # may update in place: its rendered files (the engine's environment) changed since PRE_COMPONENT.
+        # and the weights may update in place: the rendered files (the engine's environment) and the weights'
+        # keep_on_destroy changed since PRE_COMPONENT.
         assert [t for op, t in planned if op not in ("same", "update")] == [DEPLOYMENT], planned
-        assert ("create", DEPLOYMENT) in planned and {t for op, t in planned if op == "update"} <= {SERVICE}
+        assert ("create", DEPLOYMENT) in planned and {t for op, t in planned if op == "update"} <= {SERVICE, WEIGHTS}
         olds = sorted(r["type"] for r in before if not r["type"].startswith("pulumi:providers:"))
         assert sorted(t for op, t in planned if op in ("same", "update")) == olds  # every old resource kept
         project.pulumi("up", "--yes", "--skip-preview", "--stack", "compat")

@@ -2,7 +2,7 @@
 
     plan = plan_deployment(stack.deployment)        # infra.targets.ssh.plan
     outcome = apply(plan, stack_secrets(stack, resolver(stack)))  # resolver: infra.lifecycle.secrets; .endpoint, .endpoints, .count("writes"), .hosts[i].outputs
-    destroy(plan, stack_secrets(stack, resolver(stack)), remove_weights=False)
+    destroy(plan, stack_secrets(stack, resolver(stack)))
 """
 from __future__ import annotations
 
@@ -191,8 +191,9 @@ def apply(plan: TargetPlan, secrets: dict[str, str]) -> TargetOutcome:
     return res
 
 
-def destroy(plan: TargetPlan, secrets: dict[str, str], remove_weights: bool = False) -> TargetOutcome:
-    """Stop and remove the service (and the load balancer) on every host; weights stay unless asked."""
+def destroy(plan: TargetPlan, secrets: dict[str, str]) -> TargetOutcome:
+    """Stop and remove the service (and the load balancer) on every host, and the weights unless the stack keeps
+    them (target.keep_on_destroy)."""
     common = _secret_props(plan, secrets)
     if plan.lb is not None:
         LoadBalancerProvider().delete("lb", {**props_of(plan.lb), **common})
@@ -202,8 +203,7 @@ def destroy(plan: TargetPlan, secrets: dict[str, str], remove_weights: bool = Fa
         try:
             ServiceProvider().delete(hp.label, {**props_of(hp.service), **common})
             for wa in hp.weights:
-                w = props_of(wa) | {"keep_on_destroy": not remove_weights}
-                WeightsProvider().delete(hp.label, {**w, **common})
+                WeightsProvider().delete(hp.label, {**props_of(wa), **common})
         except InferryError as e:
             out.error = e
         return out

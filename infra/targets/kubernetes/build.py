@@ -6,6 +6,7 @@ from typing import Any
 
 from infra.targets.kubernetes import weights
 from infra.targets.kubernetes.expansion import literal_containers
+from infra.targets.kubernetes.pod import confined
 from infra.targets.kubernetes.context import SCRIPTS_DIR, Ctx
 from infra.targets.kubernetes.names import short_hash
 
@@ -54,4 +55,4 @@ def build_job_spec(ctx: Ctx, pod_common: dict[str, Any], env: list[dict[str, Any
            "initContainers": init, "containers": [_upload_container(ctx)], "volumes": volumes}
     # No ttlSecondsAfterFinished: Pulumi tracks the Job; a vanished Job would be rebuilt on the next up.
     return {"backoffLimit": 1, "template": {"metadata": {"labels": ctx.labels("engine-build")},
-                                            "spec": literal_containers(pod)}}
+                                            "spec": literal_containers(confined(pod))}}

@@ -12,6 +12,10 @@ from infra.stack.secretfix import SecretField
 from infra.errors import InferryError
 from infra.targets.kubernetes import build, pod, scaling, weights
 from infra.targets.contract import TargetArgs
+
+# Pod Security admission on the namespace inferry makes: baseline enforced (no privileged pods, host namespaces or
+# host paths), what restricted would refuse audited (the engines' images run as root, which restricted refuses).
+POD_SECURITY = {"pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/audit": "restricted"}
 from infra.targets.kubernetes.context import Ctx
 from infra.targets.kubernetes.rollout import RolloutProvider
 
@@ -103,6 +107,7 @@ class KubernetesTarget(pulumi.ComponentResource):
         if not self._ctx.t.create_namespace:
             return []  # an existing namespace: referenced by name only
         labels = {k: v for k, v in self._ctx.labels("namespace").items() if "instance" not in k}
+        labels.update(POD_SECURITY)
         return [self._make(k8s.core.v1.Namespace, "namespace", [], metadata={"name": self._ctx.ns, "labels": labels})]
 
     def _secret(self, values: dict[str, Any], deps: list) -> Any:

@@ -106,9 +106,24 @@ def volumes(ctx: Ctx) -> list[dict[str, Any]]:
     return vols
 
 
+# Every container: no privilege escalation, no capabilities (a container that needs some says so itself, as
+# the auth proxy does). Non-root is left to the image: the engines' published images run as root.
+CONFINED = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def confined(spec: dict[str, Any]) -> dict[str, Any]:
+    """The pod spec with CONFINED on each container and init container that sets no securityContext itself."""
+    for key in ("initContainers", "containers"):
+        for c in spec.get(key, []):
+            c.setdefault("securityContext", {**CONFINED, "capabilities": {"drop": ["ALL"]}})  # one per container
+    return spec
+
+
 def pod_common(ctx: Ctx) -> dict[str, Any]:
-    """What the serving pod and the build Job's pod share: scheduling, volumes, no API token."""
-    return {"automountServiceAccountToken": False, **scheduling(ctx), "volumes": volumes(ctx)}
+    """What the serving pod and the build Job's pod share: scheduling, volumes, no API token, the runtime's
+    default seccomp profile."""
+    return {"automountServiceAccountToken": False, "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+            **scheduling(ctx), "volumes": volumes(ctx)}
 
 
 def pod_spec(ctx: Ctx) -> dict[str, Any]:
@@ -119,7 +134,7 @@ def pod_spec(ctx: Ctx) -> dict[str, Any]:
             "terminationGracePeriodSeconds": 60}
     if init:
         spec["initContainers"] = init
-    return literal_containers(spec)
+    return literal_containers(confined(spec))
 
 
 def deployment_spec(ctx: Ctx, config_digest: str) -> dict[str, Any]:

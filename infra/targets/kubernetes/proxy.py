@@ -35,4 +35,7 @@ def proxy_container(ctx: Ctx) -> dict[str, Any]:
                            "failureThreshold": 3, "timeoutSeconds": 5},
         "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
         "lifecycle": DRAIN,  # the proxy is the Service's endpoint: it drains with the engine
+        # nginx's master (root) makes its temp folders for the workers and switches them to its own user.
+        "securityContext": {"allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "SETUID", "SETGID"]}},
     }

@@ -29,7 +29,7 @@ def weights_args(p: dict) -> WeightsArgs:
     st = p["store"]
     store = Store(st["endpoint"], st["region"], st["bucket"], st["prefix"], st.get("addressing_style", "path"))
     return WeightsArgs(Conn.from_dict(p["conn"]), store, str(p["model_dir"]), int(p.get("parallel", 8)), bool(p.get("trt_build", False)), str(p["ops_log"]),
-                       bool(p.get("keep_on_destroy", True)))
+                       bool(p.get("keep_on_destroy", False)))
 
 
 def service_args(p: dict) -> ServiceArgs:

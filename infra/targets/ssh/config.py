@@ -68,6 +68,11 @@ class SshTarget(TargetBase):
     max_unavailable: Union[int, str] = Field(default=1, description="a count of hosts (e.g. 4) or a share of "
                                              "them (e.g. 25%)")
     load_balancer: LoadBalancer | None = None
+    # Leaving a provider leaves nothing behind: destroy removes everything inferry put on the hosts unless the
+    # stack keeps it on purpose (the next tenant of a rented VM reads its disk).
+    keep_on_destroy: list[Literal["weights"]] = Field(
+        default_factory=list, description="what destroy leaves on the hosts on purpose: 'weights' keeps the "
+        "weights cache for a later apply; everything else inferry put there is removed")
 
 
     @field_validator("max_unavailable", mode="before")
@@ -138,3 +143,4 @@ class SshTargetArgs(TypedDict, total=False):
     rollout: Literal["rolling", "parallel"]
     max_unavailable: Union[int, str]
     load_balancer: LoadBalancerArgs
+    keep_on_destroy: Sequence[Literal["weights"]]

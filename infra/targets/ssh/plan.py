@@ -77,7 +77,8 @@ def plan(d: Deployment, spec: ServiceSpec) -> TargetPlan:
         host = HostArgs(c, d.provider.gpu_name, d.provider.gpu_count, spec.engine, t.runtime, t.install_docker,
                         t.weights_cache, declared_names(d), spec.cuda_requirement)
         weights = tuple(WeightsArgs(c, _store(d, loc), weights_dir(src, t.weights_cache),
-                                    trt_build=spec.build is not None and i == 0, ops_log=ops_log)
+                                    trt_build=spec.build is not None and i == 0, ops_log=ops_log,
+                                    keep_on_destroy="weights" in t.keep_on_destroy)
                         for i, (src, loc) in enumerate(located) if loc is not None)
         svc = ServiceArgs(c, t.runtime, t.service_dir, files, data, t.health_timeout_s)
         hosts.append(HostPlan(h.label, host, weights, svc))

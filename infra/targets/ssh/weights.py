@@ -42,7 +42,7 @@ class WeightsArgs:
     parallel: int = 8
     trt_build: bool = False
     ops_log: str = "/etc/inferry/ops.log"
-    keep_on_destroy: bool = True
+    keep_on_destroy: bool = False
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,11 @@ def weights_drift(a: WeightsArgs, private_key: str, manifest_sha256: str, files:
 
 
 def remove_weights(a: WeightsArgs, private_key: str) -> None:
-    """Destroy: the cache stays unless keep_on_destroy is false."""
+    """Destroy: remove the model's folder, then the cache folders above it that are left empty (the cache stays
+    when the stack keeps it: target.keep_on_destroy: [weights])."""
     if a.keep_on_destroy:
         return
-    session(a.conn, private_key).run(f"rm -rf {shlex.quote(a.model_dir)}", "remove weights")
+    d = shlex.quote(a.model_dir)
+    # rmdir only removes an empty folder: another model's cache, or a mount point, stays.
+    session(a.conn, private_key).run(f"rm -rf {d}; p=$(dirname {d}); while [ \"$p\" != / ] && rmdir \"$p\" "
+                                     "2>/dev/null; do p=$(dirname \"$p\"); done; true", "remove weights")

@@ -44,6 +44,24 @@ def test_up_fetches_the_weights_in_the_pod_and_the_engine_passes_its_probes(vllm
     assert spec["resources"]["requests"]["nvidia.com/gpu"] == "1"
 
 
+def test_the_pod_runs_confined_and_its_namespace_refuses_a_privileged_pod(vllm, node, cluster):
+    pod = pod_of(cluster, "pods-vllm")
+    assert pod["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    for c in pod["spec"]["initContainers"] + pod["spec"]["containers"]:
+        assert c["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}, c["name"]
+    # The kernel's view of the running engine: no effective capability, no new privileges, seccomp filtering.
+    status = cluster.kubectl("exec", "-n", "pods-vllm", pod["metadata"]["name"], "-c", "engine", "--",
+                             "cat", "/proc/1/status").stdout
+    fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+    assert int(fields["CapEff"], 16) == 0 and fields["NoNewPrivs"].strip() == "1" and fields["Seccomp"].strip() == "2"
+    labels = cluster.get("namespace", "pods-vllm")["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
+    privileged = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "privileged", "namespace": "pods-vllm"},
+                  "spec": {"containers": [{"name": "c", "image": "x", "securityContext": {"privileged": True}}]}}
+    refused = cluster.apply(privileged)
+    assert refused.returncode != 0 and "violates PodSecurity" in refused.stderr, refused.stderr
+
+
 def test_chat_completions_answer_through_the_service_with_the_key_and_401_without(vllm, node, cluster):
     status, body = chat(node, cluster, "pods-vllm", API_KEY, "200")
     assert status == "200" and json.loads(body)["choices"][0]["message"]["content"], body

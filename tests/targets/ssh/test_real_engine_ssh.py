@@ -272,7 +272,7 @@ def test_destroy_removes_in_dependency_order_and_again_is_a_noop(world):
     for i, h in enumerate(world.hosts):
         assert probe.get(world.replica(i) + "/health", 2)[0] != 200
         assert not h.path(svc["service_dir"]).exists()
-        assert h.path(f"{model_dir}/config.json").exists()  # weights stay in the host's cache (docs/ssh.md)
+        assert not h.path(model_dir).exists()  # the weights too: the stack keeps nothing (target.keep_on_destroy)
     assert (world.server.root / BUCKET / PREFIX).is_dir()  # a bucket inferry did not create stays, with its objects
     assert world.project.resources("two") == {}
     again = world.project.pulumi("destroy", "--yes", "--stack", "two")

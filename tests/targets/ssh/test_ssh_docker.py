@@ -142,16 +142,25 @@ def test_a_missing_image_changes_nothing(pair):
     assert [(started(h), h.exec("cat /etc/inferry/compose.yaml").stdout) for h in pair.hosts] == before
 
 
-def test_destroy_removes_containers_and_files_and_keeps_the_weights(pair, host_network):
+def test_destroy_leaves_nothing_but_what_the_stack_keeps(pair, host_network):
     extra = host_network.add_host("dk3", docker=True)
+    model = "/var/lib/inferry/weights/llama-3.1-8b-instruct"
     try:
-        d = deployment([extra], pair.store, runtime="docker")
-        apply(d, [extra], pair.store)
+        kept = deployment([extra], pair.store, runtime="docker", keep_on_destroy=["weights"])
+        apply(kept, [extra], pair.store)
         assert container(extra)["State"]["Running"]
+        ssh_apply.destroy(plan_for(kept), secrets([extra], pair.store))
+        assert container(extra) == {} and extra.exec("ls -A /etc/inferry 2>/dev/null").stdout == ""
+        assert extra.exec(f"ls {model}").stdout.strip()  # kept on purpose
+        d = deployment([extra], pair.store, runtime="docker")  # the default: leaving a provider leaves nothing
+        assert apply(d, [extra], pair.store).hosts[0].outputs["weights"]["fetched"] == 0  # the kept cache serves
         ssh_apply.destroy(plan_for(d), secrets([extra], pair.store))
         assert container(extra) == {} and extra.exec("ls -A /etc/inferry 2>/dev/null").stdout == ""
-        assert extra.exec("ls /var/lib/inferry/weights/llama-3.1-8b-instruct").stdout.strip()
-        assert extra.exec("docker images -q " + IMAGE).stdout.strip()  # the image stays for the next apply
+        # Read off the host's disk: no model folder, and no empty cache folder above it either.
+        assert extra.exec(f"test -e {model} || echo gone").stdout == "gone\n"
+        assert extra.exec("find /var/lib/inferry -mindepth 1 -not -path '/var/lib/inferry/weights' "
+                          "2>/dev/null").stdout == ""
+        assert extra.exec("docker images -q " + IMAGE).stdout.strip()  # the image stays (a public one)
     finally:
         host_network.remove_host(extra)
 

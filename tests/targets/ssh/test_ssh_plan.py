@@ -78,3 +78,15 @@ def test_a_bad_max_unavailable_is_one_bullet_naming_it(cli, tmp_path, value):
     r = cli("validate", str(path))
     bullets = [ln for ln in r.stderr.splitlines() if ln.lstrip().startswith("•")]
     assert r.exit_code == 1 and len(bullets) == 1 and "target.max_unavailable: expected a count" in bullets[0], r.stderr
+
+
+def test_destroy_removes_the_weights_unless_the_stack_keeps_them(eu_ssh):
+    from infra.stack.stackfile import parse_deployment
+
+    assert [w.keep_on_destroy for h in plan_deployment(eu_ssh).hosts for w in h.weights] == [False, False]
+    raw = eu_ssh.model_dump(mode="json", exclude_none=True)
+    kept = parse_deployment({**raw, "target": {**raw["target"], "keep_on_destroy": ["weights"]}}, "stack")
+    assert [w.keep_on_destroy for h in plan_deployment(kept).hosts for w in h.weights] == [True, True]
+    with pytest.raises(ConfigError) as e:
+        parse_deployment({**raw, "target": {**raw["target"], "keep_on_destroy": ["logs"]}}, "stack")
+    assert e.value.paths == ["target.keep_on_destroy[0]"] and "'weights'" in e.value.render()
