@@ -16,12 +16,15 @@ from infra.stack.validate import checked, require_valid
 # Where each secret sits in the sections; the checked deployment holds the stack file's reference form there.
 SECRET_AT = {SecretField.PRIVATE_KEY: ("target", "private_key"), SecretField.API_KEY: ("serving", "api_key"),
              SecretField.S3_ACCESS: ("storage", "access_key_id"),
-             SecretField.S3_SECRET: ("storage", "secret_access_key"), SecretField.HF_TOKEN: ("model", "hf_token")}
+             SecretField.S3_SECRET: ("storage", "secret_access_key"), SecretField.HF_TOKEN: ("model", "hf_token"),
+             SecretField.S3_READ_ACCESS: ("storage", "read_access_key_id"),
+             SecretField.S3_READ_SECRET: ("storage", "read_secret_access_key")}
 # The variables those references name: `pulumi refresh` of SSH hosts reads the private key from its own
 # (a refresh gets no secret inputs; the stack-file program's reference is a config key instead).
 STAND_IN = {SecretField.PRIVATE_KEY: KEY_STAND_IN, SecretField.API_KEY: "INFERRY_API_KEY",
             SecretField.S3_ACCESS: "INFERRY_S3_ACCESS_KEY", SecretField.S3_SECRET: "INFERRY_S3_SECRET_KEY",
-            SecretField.HF_TOKEN: "INFERRY_HF_TOKEN"}
+            SecretField.HF_TOKEN: "INFERRY_HF_TOKEN", SecretField.S3_READ_ACCESS: "INFERRY_S3_READ_ACCESS_KEY",
+            SecretField.S3_READ_SECRET: "INFERRY_S3_READ_SECRET_KEY"}
 SECTIONS = ("model", "engine", "target", "storage", "provider", "serving", "policy")
 
 

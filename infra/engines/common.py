@@ -68,8 +68,11 @@ def s3_env(d: Deployment) -> list[EnvVar]:
         EnvVar("AWS_DEFAULT_REGION", s.region),
         EnvVar("AWS_EC2_METADATA_DISABLED", "true"),
         EnvVar("RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING", "1" if s.addressing_style == "virtual" else "0"),
-        EnvVar("AWS_ACCESS_KEY_ID", secret=s.access_key_id, secret_field="storage.access_key_id"),
-        EnvVar("AWS_SECRET_ACCESS_KEY", secret=s.secret_access_key, secret_field="storage.secret_access_key"),
+        # The engine only reads: the read-only pair when the stack names one (storage.read_access_key_id).
+        EnvVar("AWS_ACCESS_KEY_ID", secret=s.read_access_key_id or s.access_key_id,
+               secret_field=s.serving_key_fields[0]),
+        EnvVar("AWS_SECRET_ACCESS_KEY", secret=s.read_secret_access_key or s.secret_access_key,
+               secret_field=s.serving_key_fields[1]),
     ]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from infra.stack.location import WeightsLocation
 from infra.stack.secretfix import SecretField
@@ -120,8 +120,25 @@ class StorageConfig(Strict):
     addressing_style: Literal["path", "virtual"] = "path"
     access_key_id: SecretRef
     secret_access_key: SecretRef
+    # Keys that can only read, for what serves (pods, engines streaming from the store): the keys above push.
+    read_access_key_id: SecretRef | None = None
+    read_secret_access_key: SecretRef | None = None
     force_destroy: bool = False
     tags: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _read_pair(self) -> "StorageConfig":
+        if (self.read_access_key_id is None) != (self.read_secret_access_key is None):
+            raise ValueError("give both read_access_key_id and read_secret_access_key (a read-only key pair), or "
+                             "neither")
+        return self
+
+    @property
+    def serving_key_fields(self) -> tuple[str, str]:
+        """The secret fields of the key pair what serves reads the store with: the read-only pair when given."""
+        if self.read_access_key_id is not None:
+            return SecretField.S3_READ_ACCESS, SecretField.S3_READ_SECRET
+        return SecretField.S3_ACCESS, SecretField.S3_SECRET
 
     @field_validator("endpoint")
     @classmethod
@@ -242,4 +259,7 @@ class Deployment(Strict):
         }
         if self.model.hf_token is not None:
             refs[SecretField.HF_TOKEN] = self.model.hf_token
+        if self.storage.read_access_key_id is not None and self.storage.read_secret_access_key is not None:
+            refs[SecretField.S3_READ_ACCESS] = self.storage.read_access_key_id
+            refs[SecretField.S3_READ_SECRET] = self.storage.read_secret_access_key
         return {**refs, **self.target.secret_refs()}

@@ -11,6 +11,8 @@ class SecretField:
     API_KEY: Final = "serving.api_key"
     S3_ACCESS: Final = "storage.access_key_id"
     S3_SECRET: Final = "storage.secret_access_key"
+    S3_READ_ACCESS: Final = "storage.read_access_key_id"
+    S3_READ_SECRET: Final = "storage.read_secret_access_key"
     PRIVATE_KEY: Final = "target.private_key"
     HF_TOKEN: Final = "model.hf_token"
 
@@ -18,7 +20,8 @@ class SecretField:
 # The config key each secret field is stored under by convention (the README, the bundled examples).
 CONFIG_KEYS = {SecretField.API_KEY: "apiKey", SecretField.S3_ACCESS: "s3AccessKey",
                SecretField.S3_SECRET: "s3SecretKey", SecretField.PRIVATE_KEY: "sshPrivateKey",
-               SecretField.HF_TOKEN: "hfToken"}
+               SecretField.HF_TOKEN: "hfToken", SecretField.S3_READ_ACCESS: "s3ReadAccessKey",
+               SecretField.S3_READ_SECRET: "s3ReadSecretKey"}
 # The reference a component's private key holds (infra/component/prepare.py): the key is a value from another
 # resource, which no reference can give back to a later delete, replacement or refresh.
 KEY_STAND_IN: Final = "INFERRY_SSH_PRIVATE_KEY"

@@ -63,9 +63,9 @@ def _merge(base: dict, change: dict, top: bool = True) -> dict:
     return out
 
 
-def deployment(case: str) -> Deployment:
-    """The bundled Kubernetes deployment with one case's changes, validated like any stack file."""
-    return parse_deployment(_merge(raw_deployment(), CASES[case]), f"case {case}")
+def deployment(case: str, more: dict[str, Any] | None = None) -> Deployment:
+    """The bundled Kubernetes deployment with one case's changes (and more), validated like any stack file."""
+    return parse_deployment(_merge(_merge(raw_deployment(), CASES[case]), more or {}), f"case {case}")
 
 
 def spec_of(d: Deployment) -> ServiceSpec:

@@ -39,7 +39,7 @@ def _upload_container(ctx: Ctx) -> dict[str, Any]:
         "command": ["sh", f"{SCRIPTS_DIR}/{weights.UPLOAD_SCRIPT}"],
         "env": [{"name": "BUCKET", "value": ctx.d.storage.bucket},
                 {"name": "BUILD_PREFIX", "value": weights.build_prefix(ctx)},
-                {"name": "BUILD_DIR", "value": ctx.spec.build.output_dir}] + weights.s3_env(ctx),
+                {"name": "BUILD_DIR", "value": ctx.spec.build.output_dir}] + weights.s3_env(ctx, push=True),
         "volumeMounts": weights.weight_mounts(ctx, read_only=False)[1:] + [weights.scripts_mount()],
         "resources": {"requests": {"cpu": "1", "memory": "512Mi"}},
     }

@@ -46,8 +46,10 @@ def needed_secrets(ctx: Ctx, have: dict[str, Any]) -> dict[str, Any]:
     fields = [e.secret_field for e in ctx.spec.secret_env() if e.secret_field]
     if ctx.spec.needs_auth_proxy:
         fields.append(SecretField.API_KEY)
-    if ctx.wants_weights_volume or ctx.spec.build is not None:
-        fields += list(S3_FIELDS)
+    if ctx.wants_weights_volume:
+        fields += list(ctx.d.storage.serving_key_fields)  # the read-only pair when the stack names one
+    if ctx.spec.build is not None:  # the build Job fetches, then pushes the engine it built
+        fields += list(ctx.d.storage.serving_key_fields) + list(S3_FIELDS)
     missing = sorted({f for f in fields if f not in have})
     if missing:
         raise InferryError(f"no secret value for {', '.join(missing)}",

@@ -30,16 +30,18 @@ def build_prefix(ctx: Ctx) -> str | None:
     return (ctx.spec.build.cache_key if key is None else key).strip("/")
 
 
-def s3_env(ctx: Ctx) -> list[dict[str, Any]]:
-    """AWS CLI environment for the weight store; keys come from the Secret."""
+def s3_env(ctx: Ctx, push: bool = False) -> list[dict[str, Any]]:
+    """AWS CLI environment for the weight store; keys come from the Secret. Only what pushes (the built engine's
+    upload) gets the keys that write; fetching takes the read-only pair when the stack names one."""
     s = ctx.d.storage
+    access, secret = (SecretField.S3_ACCESS, SecretField.S3_SECRET) if push else s.serving_key_fields
     return [
         {"name": "AWS_ENDPOINT_URL", "value": s.endpoint},
         {"name": "AWS_DEFAULT_REGION", "value": s.region},
         {"name": "ADDRESSING_STYLE", "value": s.addressing_style},
         {"name": "HOME", "value": "/tmp"},  # the scripts write ~/.aws/config (addressing style)
-        ctx.secret_ref("AWS_ACCESS_KEY_ID", SecretField.S3_ACCESS),
-        ctx.secret_ref("AWS_SECRET_ACCESS_KEY", SecretField.S3_SECRET),
+        ctx.secret_ref("AWS_ACCESS_KEY_ID", access),
+        ctx.secret_ref("AWS_SECRET_ACCESS_KEY", secret),
     ]
 
 

@@ -68,16 +68,16 @@ class SshTarget(pulumi.ComponentResource):
         common = {"private_key": sec[PRIVATE_KEY], "max_parallel": plan.max_parallel,
                   "private_key_ref": args.deployment.target.private_key.model_dump(exclude_none=True)}
         secret_values = pulumi.Output.secret(pulumi.Output.all(**{f: sec[f] for f in plan.secret_fields}))
-        services = []
+        services, read = [], args.deployment.storage.serving_key_fields
         for hp in plan.hosts:
             base = f"{name}-{hp.label}"
             host = HostStep(f"{base}-host", fill({**props_of(hp.host), **common}), pulumi.ResourceOptions(parent=self))
             svc = props_of(hp.service)
             after: list[pulumi.Resource] = [host]
-            for i, wa in enumerate(hp.weights):
+            for i, wa in enumerate(hp.weights):  # it only reads (presigned GETs): the read-only pair when named
                 after.append(WeightsStep(f"{base}-weights" + (f"-{i}" if i else ""),
-                                         fill({**props_of(wa), **common, "access_key_id": sec[SecretField.S3_ACCESS],
-                                               "secret_access_key": sec[SecretField.S3_SECRET]}),
+                                         fill({**props_of(wa), **common, "access_key_id": sec[read[0]],
+                                               "secret_access_key": sec[read[1]]}),
                                          pulumi.ResourceOptions(parent=self, depends_on=[host])))
             digests = [w.manifest_sha256 for w in after[1:]]
             svc["depends"] = pulumi.Output.all(*digests).apply(_joined) if digests else ""
