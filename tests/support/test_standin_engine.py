@@ -51,7 +51,7 @@ def model_dir(tmp_path_factory):
 def engine(model_dir, tmp_path_factory):
     log = tmp_path_factory.mktemp("engine") / "engine.log"
     spec = example_spec(str(model_dir))
-    assert spec.command == ("vllm", "serve") and [e.name for e in spec.env] == ["VLLM_API_KEY"]
+    assert spec.command == ("vllm", "serve") and [e.name for e in spec.env if e.secret_field] == ["VLLM_API_KEY"]
     eng = start_engine(["serve", *relocated(spec.args, "127.0.0.1", free_port())], log, env={"VLLM_API_KEY": KEY})
     yield eng
     eng.stop()

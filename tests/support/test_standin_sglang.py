@@ -122,9 +122,32 @@ def test_the_rendered_launch_wrapper_starts_sglang_with_the_key_and_metrics(tmp_
         assert _get(f"{engine.base_url}/v1/models", key)[0] == 200
         status, metrics = _get(f"{engine.base_url}/metrics")
         assert status == 200 and b"sglang:num_running_reqs" in metrics
-        (folder,) = [p for p in tmp_path.iterdir() if p.name.startswith("tmp.")]
-        assert oct(folder.stat().st_mode & 0o777) == "0o700" and [p.name for p in folder.iterdir()] == \
-            ["inferry-auth.yaml"]
+        # The key went through a named pipe: no file on disk holds it, and its folder is gone once SGLang read it.
+        assert [p for p in tmp_path.iterdir() if p.name.startswith("tmp.")] == []
+        assert not [f for f in tmp_path.rglob("*") if f.is_file() and key.encode() in f.read_bytes()]
         assert key not in " ".join(open(f"/proc/{proc.pid}/cmdline").read().split("\0"))
+        _until(lambda: not _children(proc.pid), "the pipe's writer and watcher exit")
     finally:
         engine.stop()
+
+
+def _children(pid: int) -> list[str]:
+    """The live processes whose parent is pid."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":  # an exited child the engine never reaps holds nothing
+            found.append(stat.parent.name)
+    return found
+
+
+def _until(predicate, what: str, timeout: float = 5.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.1)

@@ -17,14 +17,18 @@ METRICS = MetricNames(kv_usage="sglang:token_usage", running="sglang:num_running
                       waiting="sglang:num_queue_reqs", ttft="sglang:time_to_first_token_seconds")
 QUEUE_METRIC = METRICS.waiting
 KEY_ENV = "INFERRY_SGLANG_API_KEY"  # read by the launch wrapper below, never by SGLang itself
-# SGLang takes the key only as --api-key (arg_groups/fields/serving.py:160; no environment variable). So the
-# key goes from the environment into a 0600 --config YAML file that SGLang merges into its argv in-process
-# (utils/server_args_config_parser.py:75): no rendered file and no process's command line ever holds it.
-# The file's name must end in .yaml or .yml (_validate_yaml_file refuses any other suffix before it reads it),
-# so it is a fixed name inside a fresh 0700 folder: `mktemp -d` is the same in GNU and busybox.
-WRAPPER = ('umask 077 && d=$(mktemp -d) && f="$d/inferry-auth.yaml" && printf "api-key: \'%s\'\\n" '
-           '"$(printf %s "$' + KEY_ENV + '" | sed "s/\'/\'\'/g")" > "$f" '
-           '&& exec python3 -m sglang.launch_server "$@" --config "$f"')
+# SGLang takes the key only as --api-key (arg_groups/fields/serving.py:160; no environment variable), and reads a
+# --config YAML once, merging it into its argv in-process (utils/server_args_config_parser.py:75). So the key goes
+# from the environment through a named pipe SGLang opens as its --config: it never lands in a file on disk, nor
+# on any process's command line. The pipe's name must end in .yaml or .yml (_validate_yaml_file refuses any other
+# suffix; it only checks that the path exists), so it is a fixed name in a fresh 0700 folder (`mktemp -d` is the
+# same in GNU and busybox). The writer blocks until SGLang opens the pipe, then removes the folder; a watcher
+# gives up after 900 s if SGLang never reads it (it died first) and exits as soon as the folder is gone.
+WRAPPER = ('umask 077; d=$(mktemp -d) || exit 1; f="$d/inferry-auth.yaml"; mkfifo "$f" || exit 1; '
+           '( { printf "api-key: \'%s\'\\n" "$(printf %s "$' + KEY_ENV + '" | sed "s/\'/\'\'/g")" > "$f"; '
+           'rm -rf "$d"; } & w=$!; i=0; while [ -e "$f" ] && [ $i -lt 900 ]; do sleep 1; i=$((i+1)); done; '
+           'kill $w 2>/dev/null; rm -rf "$d" ) & '
+           'exec python3 -m sglang.launch_server "$@" --config "$f"')
 COMMAND = ("sh", "-c", WRAPPER, "sglang.launch_server")
 # SGLang's NEXTN is multi-token prediction; STANDALONE a separate draft model (speculative_hook.py).
 ALGORITHMS = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN", "draft_model": "STANDALONE", "ngram": "NGRAM"}

@@ -35,7 +35,8 @@ def proxy_container(ctx: Ctx) -> dict[str, Any]:
                            "failureThreshold": 3, "timeoutSeconds": 5},
         "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
         "lifecycle": DRAIN,  # the proxy is the Service's endpoint: it drains with the engine
-        # nginx's master (root) makes its temp folders for the workers and switches them to its own user.
+        # nginx's master (root) opens its logs and makes its temp folders in folders its own user owns, hands
+        # them to the workers and switches those to that user: what it needs of root, nothing more.
         "securityContext": {"allowPrivilegeEscalation": False,
-                            "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "SETUID", "SETGID"]}},
+                            "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "DAC_OVERRIDE", "SETGID", "SETUID"]}},
     }

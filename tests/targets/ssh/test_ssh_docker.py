@@ -202,6 +202,10 @@ def test_sglang_starts_in_its_container_and_status_reads_its_metrics(host_networ
         assert status.metrics.ttft_count >= 1 and status.metrics.kv_cache_usage is not None
         text = probe.get(probe.base_url(out.endpoint) + "/metrics", 3, None)[1]
         assert "sglang:num_queue_reqs" in text and "vllm:" not in text  # read under SGLang's own names
+        # The key reached SGLang through a named pipe: no file in the container holds it, nothing is left in /tmp.
+        found = h.exec(f"docker exec -e K={API_KEY} {c['Id']} sh -c 'ls -A /tmp; "
+                       "grep -rlsF -e \"$K\" /tmp /etc /root; true'")
+        assert found.stdout == "", found.stdout
     finally:
         host_network.remove_host(h)
 
