@@ -69,10 +69,8 @@ def s3_env(d: Deployment) -> list[EnvVar]:
         EnvVar("AWS_EC2_METADATA_DISABLED", "true"),
         EnvVar("RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING", "1" if s.addressing_style == "virtual" else "0"),
         # The engine only reads: the read-only pair when the stack names one (storage.read_access_key_id).
-        EnvVar("AWS_ACCESS_KEY_ID", secret=s.read_access_key_id or s.access_key_id,
-               secret_field=s.serving_key_fields[0]),
-        EnvVar("AWS_SECRET_ACCESS_KEY", secret=s.read_secret_access_key or s.secret_access_key,
-               secret_field=s.serving_key_fields[1]),
+        *(EnvVar(name, secret=ref, secret_field=field)
+          for name, (field, ref) in zip(("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"), s.serving_keys)),
     ]
 
 

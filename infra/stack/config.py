@@ -134,11 +134,18 @@ class StorageConfig(Strict):
         return self
 
     @property
+    def serving_keys(self) -> tuple[tuple[str, SecretRef], tuple[str, SecretRef]]:
+        """(field, reference) of the access key and the secret key what serves reads the store with: the
+        read-only pair when given, else the pair that pushes."""
+        if self.read_access_key_id is not None and self.read_secret_access_key is not None:
+            return ((SecretField.S3_READ_ACCESS, self.read_access_key_id),
+                    (SecretField.S3_READ_SECRET, self.read_secret_access_key))
+        return (SecretField.S3_ACCESS, self.access_key_id), (SecretField.S3_SECRET, self.secret_access_key)
+
+    @property
     def serving_key_fields(self) -> tuple[str, str]:
-        """The secret fields of the key pair what serves reads the store with: the read-only pair when given."""
-        if self.read_access_key_id is not None:
-            return SecretField.S3_READ_ACCESS, SecretField.S3_READ_SECRET
-        return SecretField.S3_ACCESS, SecretField.S3_SECRET
+        """The secret fields of serving_keys."""
+        return self.serving_keys[0][0], self.serving_keys[1][0]
 
     @field_validator("endpoint")
     @classmethod

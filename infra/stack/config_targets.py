@@ -5,6 +5,7 @@ through infra/stack/kinds.py, as the engines' sections are."""
 from __future__ import annotations
 
 import re
+from abc import abstractmethod
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -52,9 +53,9 @@ class TargetBase(StrictSection):
     kind: str
 
     @property
+    @abstractmethod
     def instances(self) -> int:
-        """Engine instances the stack runs."""
-        raise NotImplementedError
+        """Engine instances the stack runs (every section says; pydantic's model class is an ABC)."""
 
     @property
     def streams_weights(self) -> bool | None:
