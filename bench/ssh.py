@@ -81,7 +81,7 @@ def pyinfra_folder(folder: Path, hosts, stack_file: Path, key_path: Path) -> tup
         src.write_text(f.content)
         src.chmod(0o600)
         puts.append({"path": f.path, "src": str(src), "mode": f"{f.mode:o}"})
-    health = f"set -- 8000 /health /v1/models {MODEL} 60; {script('health.sh')}".replace("'", "'\\''")
+    health = f"set -- http://127.0.0.1:8000 /health /v1/models {MODEL} 60; {script('health.sh')}".replace("'", "'\\''")
     config = {"probe": probe_command(CACHE, docker=svc.runtime == "docker"), "files": puts,
               "restart": svc.rt.restart(), "status": svc.rt.status(),
               "health": f"printf '%s\\n' {API_KEY} | sh -c '{health}'"}

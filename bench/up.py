@@ -62,8 +62,9 @@ def deployment(hosts, server) -> dict:
         "model": {"name": MODEL, "weights": MODEL},  # the key prefix in storage.bucket
         "engine": {"kind": "vllm", "max_model_len": 4096},
         "target": {"kind": "ssh", "runtime": "process", "health_timeout_s": 60, "private_key": {"env": "BENCH_SSH_KEY"},
-                   "hosts": [{"address": h.address, "name": h.name, "host_key": h.host_key_line} for h in hosts],
-                   **({"load_balancer": {"host": hosts[0].name, "port": 8080}} if len(hosts) > 1 else {})},
+                   "hosts": [{"address": h.address, "name": h.name, "host_key": h.host_key_line,
+                              **({"private_address": h.address} if len(hosts) > 1 else {})} for h in hosts],
+                   **({"gateway": {"host": hosts[0].name, "tls": "off", "http_port": 8080}} if len(hosts) > 1 else {})},
         "storage": {"endpoint": server.endpoint, "region": server.region, "bucket": "inferry-weights",
                     "access_key_id": {"env": "BENCH_S3_ACCESS"}, "secret_access_key": {"env": "BENCH_S3_SECRET"}},
         "provider": {"name": "bench", "region": "eu-test", "gpu": "H200", "price_per_gpu_hour": 3.0},

@@ -9,10 +9,11 @@ from infra.component.deployment import Deployment
 from infra.errors import ConfigError, InferryError
 from infra.stack.config import EngineBase, PolicyConfig, ProviderConfig, TrtllmEngine, VllmEngine
 from infra.targets.kubernetes.config import KubernetesTargetArgs
-from infra.targets.ssh.config import LoadBalancerArgs, SshHostArgs, SshTargetArgs
+from infra.gateway.config import GatewayArgs
+from infra.targets.ssh.config import SshHostArgs, SshTargetArgs
 
 __all__ = [
-    "ConfigError", "Deployment", "DeploymentArgs", "EngineBase", "InferryError", "KubernetesTargetArgs",
-    "LoadBalancerArgs", "ModelArgs", "PolicyConfig", "ProviderConfig", "ServingArgs", "SshHostArgs",
+    "ConfigError", "Deployment", "DeploymentArgs", "EngineBase", "GatewayArgs", "InferryError", "KubernetesTargetArgs",
+    "ModelArgs", "PolicyConfig", "ProviderConfig", "ServingArgs", "SshHostArgs",
     "SshTargetArgs", "StorageArgs", "TargetArgs", "TrtllmEngine", "VllmEngine",
 ]

@@ -9,10 +9,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DOOR = {"__init__.py", "program.py", "errors.py", "checks.py"}
 # The floors, bottom up: a module imports only its own floor and those below. errors sits beside stack at the
-# bottom; render/ keeps what every target shares (templates, quoting), so it stands beside the engines it lays out;
+# bottom; render/ keeps what every target shares (templates, quoting), so it stands beside the engines it lays out,
+# and gateway/ (the Caddy config every target runs in front of them) beside it;
 # infra/checks.py gathers every room's validate checks and program.py is the door, so both are at the top, with
 # component/ (the Deployment component that the door and a user's own program construct).
-FLOORS = (("errors", "stack"), ("sizing", "engines", "storage", "render"), ("targets",), ("lifecycle",),
+FLOORS = (("errors", "stack"), ("sizing", "engines", "storage", "render", "gateway"), ("targets",), ("lifecycle",),
           ("checks", "program", "component"))
 
 

@@ -71,6 +71,9 @@ class Engine:
     prompt_logging: tuple[str, ...] = ()
     # its own usage-statistics switches, each set to 1 in its environment (DO_NOT_TRACK and the hub's for all)
     usage_off: tuple[str, ...] = ()
+    # the OpenAI routes clients may call through the gateway (with a key); every other path is refused there:
+    # metrics, docs, and the engines' admin and weight routes (vLLM's /pause, SGLang's /update_weights_from_disk)
+    api_routes: tuple[str, ...] = ("/v1/models", "/v1/chat/completions", "/v1/completions")
 
     @property
     def queue_metric(self) -> str | None:

@@ -69,6 +69,8 @@ class ServiceSpec:
     # proxy on `port` that forwards to the engine on 127.0.0.1:`engine_port`.
     needs_auth_proxy: bool = False
     engine_port: int | None = None  # where the engine listens when a proxy fronts it; None: `port`
+    # Behind a gateway: the one address the engine (or its proxy) listens on, and no client key ("" = neither).
+    bind: str = ""
     # More weights the engine reads besides the model (e.g. a speculative draft): (s3:// source, engine path).
     extra_weights: tuple[tuple[str, str], ...] = ()
     shm_size: str = "16g"  # NCCL / PyTorch shared memory for tensor parallelism

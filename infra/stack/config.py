@@ -219,6 +219,9 @@ class ServingConfig(Strict):
 
     port: int = Field(default=8000, ge=1, le=65535)
     api_key: SecretRef
+    # Rotation without a failed request: the gateway accepts both keys until this one is removed.
+    previous_api_key: SecretRef | None = Field(default=None, description="a second key the gateway still "
+                                               "accepts while clients move to api_key (rotation)")
     # Off unless the stack says so: engine options that log prompts or outputs are refused without it.
     log_prompts: bool = Field(default=False, description="allow the engine to log prompts and outputs "
                               "(its request-logging options); the record of processing says so")
@@ -266,6 +269,8 @@ class Deployment(Strict):
         }
         if self.model.hf_token is not None:
             refs[SecretField.HF_TOKEN] = self.model.hf_token
+        if self.serving.previous_api_key is not None:
+            refs[SecretField.PREVIOUS_API_KEY] = self.serving.previous_api_key
         if self.storage.read_access_key_id is not None and self.storage.read_secret_access_key is not None:
             refs[SecretField.S3_READ_ACCESS] = self.storage.read_access_key_id
             refs[SecretField.S3_READ_SECRET] = self.storage.read_secret_access_key

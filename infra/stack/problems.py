@@ -17,7 +17,8 @@ from infra.stack.secretfix import plain_text_fix
 from infra.errors import Problem
 
 # Field names whose values are secrets: never echo what was found there.
-SECRET_FIELDS = {"private_key", "api_key", "access_key_id", "secret_access_key", "hf_token"}
+SECRET_FIELDS = {"private_key", "api_key", "access_key_id", "secret_access_key", "hf_token", "previous_api_key",
+                 "certificate_key", "eab_hmac_key"}
 # Discriminated unions put the tag in the error location; users never write it.
 FIXED_TAGS = {"provider.gpu": {"catalog", "declared"}}
 

@@ -9,6 +9,9 @@ class SecretField:
     key dicts that reach Pulumi inputs, provider props and YAML, which must see exactly the str."""
 
     API_KEY: Final = "serving.api_key"
+    PREVIOUS_API_KEY: Final = "serving.previous_api_key"
+    GATEWAY_CERT_KEY: Final = "target.gateway.certificate_key"
+    GATEWAY_EAB_HMAC: Final = "target.gateway.acme.eab_hmac_key"
     S3_ACCESS: Final = "storage.access_key_id"
     S3_SECRET: Final = "storage.secret_access_key"
     S3_READ_ACCESS: Final = "storage.read_access_key_id"
@@ -21,7 +24,8 @@ class SecretField:
 CONFIG_KEYS = {SecretField.API_KEY: "apiKey", SecretField.S3_ACCESS: "s3AccessKey",
                SecretField.S3_SECRET: "s3SecretKey", SecretField.PRIVATE_KEY: "sshPrivateKey",
                SecretField.HF_TOKEN: "hfToken", SecretField.S3_READ_ACCESS: "s3ReadAccessKey",
-               SecretField.S3_READ_SECRET: "s3ReadSecretKey"}
+               SecretField.S3_READ_SECRET: "s3ReadSecretKey", SecretField.PREVIOUS_API_KEY: "previousApiKey",
+               SecretField.GATEWAY_CERT_KEY: "tlsKey", SecretField.GATEWAY_EAB_HMAC: "acmeEabHmacKey"}
 # The reference a component's private key holds (infra/component/prepare.py): the key is a value from another
 # resource, which no reference can give back to a later delete, replacement or refresh.
 KEY_STAND_IN: Final = "INFERRY_SSH_PRIVATE_KEY"

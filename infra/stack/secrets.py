@@ -39,6 +39,41 @@ def api_key_problem(value: str) -> str | None:
     return None
 
 
+KEY_BITS = 128  # the least randomness a key at the edge may have (a guessed key is a stolen endpoint)
+_HEX = set("0123456789abcdefABCDEF")
+
+
+def key_bits(value: str) -> float:
+    """An upper bound of the key's randomness in bits: its length times log2 of the alphabet its characters
+    come from (hex when they are all hex digits, dashes not counted: `openssl rand -hex 16` is 128)."""
+    import math
+
+    if set(value) <= _HEX | {"-"}:
+        return sum(c != "-" for c in value) * 4.0
+    pool = sum(n for chars, n in ((str.islower, 26), (str.isupper, 26), (str.isdigit, 10))
+               if any(chars(c) for c in value)) + (7 if any(c in "._~+/=-" for c in value) else 0)
+    return len(value) * math.log2(max(pool, 2))
+
+
+def weak_key_problem(value: str) -> str | None:
+    """Why this key is too weak for the gateway's edge, or None."""
+    import re
+
+    bits = key_bits(value)
+    if bits < KEY_BITS or len(set(value)) < 8 or re.search(r"(.)\1{3}", value):  # short, or a run of one character
+        return f"has about {int(bits)} bits of randomness at most; the gateway takes keys of {KEY_BITS} or more"
+    return None
+
+
+def checked_edge_key(value: str, field: str) -> str:
+    """The key unchanged; SecretError naming the field when it is malformed or too weak for the edge."""
+    why = api_key_problem(value) or weak_key_problem(value)
+    if why:
+        raise SecretError(f"the API key {why}", "generate a new one with `openssl rand -hex 32` and set it "
+                          "again", where=field)
+    return value
+
+
 def checked_api_key(value: str) -> str:
     """The key unchanged; SecretError naming serving.api_key (never the value) when api_key_problem finds one."""
     why = api_key_problem(value)

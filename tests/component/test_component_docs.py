@@ -15,7 +15,8 @@ pytestmark = pytest.mark.component
 
 DOC = ROOT / "docs" / "component.md"
 # The harness runs project "inferry": pulumi.Config() reads these.
-SECRETS = {f"inferry:{k}": f"secret-{k}" for k in ("sshPrivateKey", "s3AccessKey", "s3SecretKey", "apiKey")}
+SECRETS = {f"inferry:{k}": f"secret-{k}" for k in ("sshPrivateKey", "s3AccessKey", "s3SecretKey")}
+SECRETS["inferry:apiKey"] = "3f7a9c1e5b2d8046af13c9e7d5b0a2f4"  # the gateway takes keys of 128 bits
 
 
 def programs() -> list[str]:
@@ -29,9 +30,10 @@ def my_cloud() -> types.ModuleType:
 
     class GpuVm(pulumi.CustomResource):
         public_ip: pulumi.Output[str]
+        private_ip: pulumi.Output[str]
 
         def __init__(self, name: str, gpu: str):
-            super().__init__("my-cloud:index:GpuVm", name, {"gpu": gpu, "public_ip": None})
+            super().__init__("my-cloud:index:GpuVm", name, {"gpu": gpu, "public_ip": None, "private_ip": None})
 
     class GpuCluster(pulumi.CustomResource):
         kubeconfig: pulumi.Output[str]
@@ -47,7 +49,7 @@ def my_cloud() -> types.ModuleType:
 def outputs(args) -> dict:
     """The stand-ins' outputs: an address per VM, a kubeconfig's contents for the cluster."""
     if args.typ == "my-cloud:index:GpuVm":
-        return {"public_ip": f"203.0.113.{10 + int(args.name[-1])}"}
+        return {"public_ip": f"203.0.113.{10 + int(args.name[-1])}", "private_ip": f"10.0.0.{10 + int(args.name[-1])}"}
     if args.typ == "my-cloud:index:GpuCluster":
         return {"kubeconfig": "apiVersion: v1\nkind: Config\nclusters: []\n"}
     return {}
@@ -67,8 +69,9 @@ def test_vms_from_my_clouds_provider():
     mocks, exports = run(lambda: exec(programs()[0], {}), SECRETS, list(SECRETS), mocks=mocks)
     hosts = {r.name: r.inputs["conn"]["address"] for r in mocks.resources if r.type.endswith("inferry:SshHost")}
     assert hosts == {"llm-ssh-gpu-1-host": "203.0.113.11", "llm-ssh-gpu-2-host": "203.0.113.12"}
-    lb = next(r for r in mocks.resources if r.type.endswith("inferry:SshLoadBalancer"))
-    assert lb.inputs["upstreams"] == ["203.0.113.11:8000", "203.0.113.12:8000"]
+    gw = next(r for r in mocks.resources if r.type.endswith("inferry:SshGateway"))
+    assert gw.inputs["plan"]["upstreams"] == ["127.0.0.1:8000", "10.0.0.12:8000"]  # never a public address
+    assert gw.inputs["plan"]["domains"] == ["llm.example.com"]
     assert exports["cost_per_million_tokens"] > 0
 
 

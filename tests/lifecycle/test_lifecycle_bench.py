@@ -59,8 +59,9 @@ def test_cli_bench_writes_json_and_records_tokens_per_replica(cli, engine, tmp_p
     monkeypatch.setenv("BENCH_API_KEY", KEY)
     from tests.support.progharness import write_stack
 
-    ssh = {"kind": "ssh", "private_key": {"env": "BENCH_API_KEY"}, "load_balancer": {"host": "h1"},
-           "hosts": [{"address": "10.0.0.2", "name": "h1"}, {"address": "10.0.0.3", "name": "h2"}]}
+    ssh = {"kind": "ssh", "private_key": {"env": "BENCH_API_KEY"}, "gateway": {"host": "h1", "tls": "off"},
+           "hosts": [{"address": "10.0.0.2", "name": "h1"},
+                     {"address": "10.0.0.3", "name": "h2", "private_address": "10.0.0.3"}]}
     stack = write_stack(tmp_path, "bench", target=ssh, storage_endpoint="http://127.0.0.1:1", env_prefix="BENCH")
     monkeypatch.setattr("cli.lifecycle.make_deployer", lambda: StaticDeployer(engine.base_url))
     r = cli("bench", str(stack), "--requests", "6", "--concurrency", "3", "--output-tokens", "5")

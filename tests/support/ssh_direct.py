@@ -15,7 +15,7 @@ from infra.errors import InferryError, RemoteError
 from infra.targets.ssh import pool
 from infra.targets.ssh.args import props_of, service_args
 from infra.targets.ssh.plan import HostPlan, TargetPlan, with_depends
-from infra.targets.ssh.providers import HostProvider, LoadBalancerProvider, ServiceProvider, WeightsProvider
+from infra.targets.ssh.providers import GatewayProvider, HostProvider, ServiceProvider, WeightsProvider
 from infra.targets.ssh.service import check_service
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ class TargetOutcome:
     """Every replica's outcome and the load balancer's."""
 
     hosts: list[HostOutcome]
-    lb: dict | None = None
+    gateway: dict | None = None
 
     @property
     def endpoints(self) -> list[str]:
@@ -54,11 +54,11 @@ class TargetOutcome:
     @property
     def endpoint(self) -> str | None:
         """What clients use: the load balancer if any, else the first replica."""
-        return (self.lb or {}).get("endpoint") or next(iter(self.endpoints), None)
+        return (self.gateway or {}).get("endpoint") or next(iter(self.endpoints), None)
 
     def count(self, what: str) -> int:
         """Total 'writes' or 'restarts' over every step on every host."""
-        outs = [o for h in self.hosts for o in h.outputs.values()] + ([self.lb] if self.lb else [])
+        outs = [o for h in self.hosts for o in h.outputs.values()] + ([self.gateway] if self.gateway else [])
         return sum(int(o.get(what, 0)) for o in outs)
 
     @property
@@ -179,24 +179,25 @@ def _raise_if_failed(res: TargetOutcome, verb: str) -> None:
 
 def apply(plan: TargetPlan, secrets: dict[str, str]) -> TargetOutcome:
     """Converge every host (at most max_parallel at once; services rolling unless the plan says parallel), then the
-    load balancer; raises naming failed hosts."""
+    gateway; raises naming failed hosts."""
     with ThreadPoolExecutor(max_workers=plan.max_parallel) as ex:
         hosts = list(ex.map(lambda hp: _prepare_host(hp, plan, secrets), plan.hosts))
         _roll(plan, hosts, secrets, ex)
     res = TargetOutcome(hosts)
     _raise_if_failed(res, "apply")
-    if plan.lb is not None:
-        res.lb = LoadBalancerProvider().create({**props_of(plan.lb), **_secret_props(plan, secrets),
-                                                "api_key": secrets.get(API_KEY, "")}).outs
+    if plan.gateway is not None:
+        values = {f: secrets[f] for f in plan.secret_fields if f in secrets}
+        res.gateway = GatewayProvider().create({**props_of(plan.gateway), **_secret_props(plan, secrets),
+                                                "secret_values": values}).outs
     return res
 
 
 def destroy(plan: TargetPlan, secrets: dict[str, str]) -> TargetOutcome:
-    """Stop and remove the service (and the load balancer) on every host, and the weights unless the stack keeps
+    """Stop and remove the service (and the gateway) on every host, and the weights unless the stack keeps
     them (target.keep_on_destroy)."""
     common = _secret_props(plan, secrets)
-    if plan.lb is not None:
-        LoadBalancerProvider().delete("lb", {**props_of(plan.lb), **common})
+    if plan.gateway is not None:
+        GatewayProvider().delete("gateway", {**props_of(plan.gateway), **common})
 
     def one(hp: HostPlan) -> HostOutcome:
         out = HostOutcome(hp.label)

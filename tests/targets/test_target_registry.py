@@ -119,7 +119,8 @@ def test_an_unknown_target_kind_names_the_registered_ones(third_target, cli, tmp
 @pytest.mark.parametrize("module,args,model", [
     ("infra.targets.ssh.config", "SshTargetArgs", "SshTarget"),
     ("infra.targets.ssh.config", "SshHostArgs", "SshHost"),
-    ("infra.targets.ssh.config", "LoadBalancerArgs", "LoadBalancer"),
+    ("infra.gateway.config", "GatewayArgs", "Gateway"),
+    ("infra.gateway.config", "AcmeArgs", "Acme"),
     ("infra.targets.kubernetes.config", "KubernetesTargetArgs", "KubernetesTarget"),
 ])
 def test_component_args_have_the_keys_of_the_model_that_checks_them(module, args, model):

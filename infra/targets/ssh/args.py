@@ -6,7 +6,8 @@ from typing import Any
 
 from infra.targets.ssh.files import RemoteFile
 from infra.targets.ssh.host import HostArgs
-from infra.targets.ssh.lb import LbArgs
+from infra.gateway.caddy import GatewayPlan
+from infra.targets.ssh.gateway import GatewayArgs
 from infra.targets.ssh.pool import Conn
 from infra.targets.ssh.service import ServiceArgs
 from infra.targets.ssh.weights import Store, WeightsArgs
@@ -37,14 +38,15 @@ def service_args(p: dict) -> ServiceArgs:
     files = tuple(RemoteFile(f["path"], f["content"], int(f.get("mode", 0o644))) for f in p.get("files") or [])
     return ServiceArgs(Conn.from_dict(p["conn"]), str(p["runtime"]), str(p["service_dir"]), files,
                        dict(p["spec"]), int(p.get("health_timeout_s", 900)), str(p.get("depends", "")),
-                       str(p.get("public_address", "")))
+                       str(p.get("public_address", "")), str(p.get("bind", "")))
 
 
-def lb_args(p: dict) -> LbArgs:
-    """LoadBalancerProvider inputs -> LbArgs."""
-    return LbArgs(Conn.from_dict(p["conn"]), str(p["service_dir"]), int(p["port"]),
-                  tuple(str(u) for u in p["upstreams"]), str(p.get("model", "")),
-                  str(p.get("public_address", "")))
+def gateway_args(p: dict) -> GatewayArgs:
+    """GatewayProvider inputs -> GatewayArgs."""
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in dict(p["plan"]).items()}
+    ints = ("https_port", "http_port", "max_body_bytes", "hold_s")  # Pulumi hands numbers back as floats
+    plan = GatewayPlan(**{k: int(v) if k in ints else v for k, v in fields.items()})
+    return GatewayArgs(Conn.from_dict(p["conn"]), plan, str(p.get("model", "")), str(p.get("public_address", "")))
 
 
 def props_of(a: Any) -> dict:
@@ -56,6 +58,10 @@ def props_of(a: Any) -> dict:
     for k in ("upstreams", "gpu_names"):
         if k in d:
             d[k] = list(d[k])
+    if "plan" in d:
+        d["plan"] = {k: list(v) if isinstance(v, tuple) else v for k, v in d["plan"].items()}
+    if d.get("bind") == "":
+        del d["bind"]  # no gateway: the inputs stay what they were before gateways (no diff)
     if d.get("gpu_names") == []:
         del d["gpu_names"]  # a catalog GPU: the inputs stay what they were before declared GPUs (no diff)
     return d

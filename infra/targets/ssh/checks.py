@@ -8,16 +8,13 @@ from infra.errors import Problem
 
 
 def ssh_checks(d: Deployment) -> list[Problem]:
-    """Port clashes on the load-balancer host, runtimes that cannot serve the engine, pinned keys vs TOFU."""
+    """The gateway's placement, runtimes that cannot serve the engine, pinned keys vs TOFU."""
     t = d.target
     if not isinstance(t, SshTarget):
         return []
     out = []
-    if t.load_balancer is not None and t.load_balancer.port == d.serving.port:
-        out.append(Problem("target.load_balancer.port", "the load balancer shares its host with a replica and "
-                           "cannot listen on the engine's port", str(t.load_balancer.port),
-                           f"use another port than serving.port ({d.serving.port})"))
     engine = engine_for(d.engine.kind)
+    out += gateway_checks(d, t)
     if t.runtime == "process" and engine.needs_auth_proxy:
         out.append(Problem("target.runtime", f"{engine.label} cannot check an API key itself and the authenticating "
                            "proxy runs only with the docker runtime", "process", "use runtime: docker"))
@@ -27,4 +24,37 @@ def ssh_checks(d: Deployment) -> list[Problem]:
     if t.trust_on_first_use and all(h.host_key for h in t.hosts):
         out.append(Problem("target.trust_on_first_use", "every host pins its key; trust on first use is never used",
                            "true", "remove it", severity="warning"))
+    return out
+
+
+def _public(address: str) -> bool:
+    import ipaddress
+
+    try:
+        ip = ipaddress.ip_address(address.strip("[]"))
+    except ValueError:
+        return True  # a DNS name: assume the internet can reach it
+    return not (ip.is_private or ip.is_loopback or ip.is_link_local)
+
+
+def gateway_checks(d: Deployment, t: SshTarget) -> list[Problem]:
+    """Where the gateway runs: ports free on its host, a private address for every other host's engine."""
+    g, gh = t.gateway, t.gateway_host
+    if g is None or gh is None:
+        return []
+    out = []
+    ports = {g.port} | ({g.http_port} if g.tls != "off" else set())
+    if d.serving.port in ports:
+        out.append(Problem("serving.port", f"the gateway listens on {d.serving.port} on host {gh.label}, where "
+                           "a replica's engine listens too", str(d.serving.port),
+                           "use another engine port, e.g. 8000"))
+    for i, h in enumerate(t.hosts):
+        if h is not gh and not h.private_address:
+            out.append(Problem(f"target.hosts[{i}].private_address", f"the gateway on {gh.label} reaches "
+                               f"host {h.label}'s engine, which must not listen on its public address", None,
+                               "give the host's address on the private network the gateway host shares"))
+    if g.tls == "off" and _public(gh.address):
+        out.append(Problem("target.gateway.tls", f"plain HTTP on {gh.address}, a public address: API keys and "
+                           "prompts cross the internet in clear", "off",
+                           "give domains (HTTPS from Let's Encrypt) or tls: certificate", severity="warning"))
     return out

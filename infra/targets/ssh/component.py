@@ -10,10 +10,10 @@ from infra.stack.secretfix import SecretField
 from infra.targets.contract import DeployRequest, TargetArgs
 from infra.targets.ssh.args import props_of
 from infra.targets.ssh.plan import plan as make_plan
-from infra.targets.ssh.providers import HostProvider, LoadBalancerProvider, ServiceProvider, WeightsProvider
+from infra.targets.ssh.providers import GatewayProvider, HostProvider, ServiceProvider, WeightsProvider
 from infra.targets.ssh.rollout import ROLLING
 
-PRIVATE_KEY, API_KEY = SecretField.PRIVATE_KEY, SecretField.API_KEY
+PRIVATE_KEY = SecretField.PRIVATE_KEY
 
 
 class HostStep(Resource, module="inferry", name="SshHost"):
@@ -41,21 +41,33 @@ class ServiceStep(Resource, module="inferry", name="SshService"):
         super().__init__(ServiceProvider(), name, {**props, "endpoint": None}, opts)
 
 
-class LoadBalancerStep(Resource, module="inferry", name="SshLoadBalancer"):
-    """nginx round-robin over the replicas."""
+class GatewayStep(Resource, module="inferry", name="SshGateway"):
+    """Caddy in front of every replica: the one public door."""
 
     endpoint: pulumi.Output[str]
 
     def __init__(self, name: str, props: dict, opts: pulumi.ResourceOptions):
-        super().__init__(LoadBalancerProvider(), name, {**props, "endpoint": None}, opts)
+        super().__init__(GatewayProvider(), name, {**props, "endpoint": None, "config_sha256": None}, opts)
 
 
 def _joined(digests: list) -> str:
     return " ".join(x or "" for x in digests)
 
 
+def _edge_checked(values: dict) -> dict:
+    """The secret values, the gateway's keys checked before any step runs (nothing is half-applied)."""
+    from infra.errors import InferryError
+    from infra.targets.ssh.gateway import gateway_secrets
+
+    try:
+        gateway_secrets(values)
+    except InferryError as e:
+        raise pulumi.RunError(e.render()) from None
+    return values
+
+
 class SshTarget(pulumi.ComponentResource):
-    """Every host a healthy replica; outputs endpoint (LB or first replica), endpoints and model."""
+    """Every host a healthy replica; outputs endpoint (the gateway or the first replica), endpoints and model."""
 
     endpoint: pulumi.Output[str]
     endpoints: pulumi.Output[list]
@@ -67,7 +79,10 @@ class SshTarget(pulumi.ComponentResource):
         sec, fill = args.secrets, args.fill
         common = {"private_key": sec[PRIVATE_KEY], "max_parallel": plan.max_parallel,
                   "private_key_ref": args.deployment.target.private_key.model_dump(exclude_none=True)}
-        secret_values = pulumi.Output.secret(pulumi.Output.all(**{f: sec[f] for f in plan.secret_fields}))
+        secret_values = pulumi.Output.all(**{f: sec[f] for f in plan.secret_fields if f in sec})
+        if plan.gateway is not None:
+            secret_values = secret_values.apply(_edge_checked)
+        secret_values = pulumi.Output.secret(secret_values)
         services, read = [], args.deployment.storage.serving_key_fields
         for hp in plan.hosts:
             base = f"{name}-{hp.label}"
@@ -89,10 +104,11 @@ class SshTarget(pulumi.ComponentResource):
                                         pulumi.ResourceOptions(parent=self, depends_on=after)))
         self.endpoints = pulumi.Output.all(*[s.endpoint for s in services])
         self.endpoint = self.endpoints.apply(lambda e: e[0] if e else "")
-        if plan.lb is not None:
-            lb = LoadBalancerStep(f"{name}-lb", fill({**props_of(plan.lb), **common, "api_key": sec.get(API_KEY, "")}),
-                                  pulumi.ResourceOptions(parent=self, depends_on=services))
-            self.endpoint = lb.endpoint
+        if plan.gateway is not None:
+            gw = GatewayStep(f"{name}-gateway", fill({**props_of(plan.gateway), **common,
+                                                      "secret_values": secret_values}),
+                             pulumi.ResourceOptions(parent=self, depends_on=services))
+            self.endpoint = gw.endpoint
         self.model = args.deployment.model.name
         self.register_outputs({"endpoint": self.endpoint, "endpoints": self.endpoints, "model": self.model})
 

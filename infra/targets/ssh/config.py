@@ -1,4 +1,4 @@
-"""The `target:` section of an SSH stack: hosts, keys, runtime, rollout, the load balancer."""
+"""The `target:` section of an SSH stack: hosts, keys, runtime, rollout, the gateway."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Literal, Required, TypedDict, Union
 
 from pydantic import Field, field_validator, model_validator
 
+from infra.gateway.config import Gateway, GatewayArgs
 from infra.stack.config_targets import INT32_MAX, SHARE, SecretRef, StrictSection, TargetBase
 from infra.stack.secretfix import SecretField
 
@@ -27,18 +28,14 @@ class SshHost(StrictSection):
     name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,62}$")
     host_key: str | None = Field(default=None, pattern=r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+$",
                                  description="pinned public host key, 'TYPE BASE64'")
+    private_address: str | None = Field(default=None, pattern=r"^[A-Za-z0-9.\-:\[\]]+$",
+                                        description="its address on the private network the gateway reaches it "
+                                        "by: the engine listens there only, never on the public address")
 
     @property
     def label(self) -> str:
         """How the host is named in messages and resource names."""
         return self.name or self.address
-
-
-class LoadBalancer(StrictSection):
-    """A round-robin nginx in front of the replicas, on one of the hosts."""
-
-    host: str = Field(description="name or address of one of target.hosts")
-    port: int = Field(default=8080, ge=1, le=65535)
 
 
 class SshTarget(TargetBase):
@@ -67,13 +64,23 @@ class SshTarget(TargetBase):
     # (rounded down, at least 1): the others keep serving behind the load balancer throughout.
     max_unavailable: Union[int, str] = Field(default=1, description="a count of hosts (e.g. 4) or a share of "
                                              "them (e.g. 25%)")
-    load_balancer: LoadBalancer | None = None
+    gateway: Gateway | None = Field(default=None, description="the deployment's one public door (Caddy on one "
+                                    "of the hosts): HTTPS, API keys and an allowlist at the edge")
     # Leaving a provider leaves nothing behind: destroy removes everything inferry put on the hosts unless the
     # stack keeps it on purpose (the next tenant of a rented VM reads its disk).
     keep_on_destroy: list[Literal["weights"]] = Field(
         default_factory=list, description="what destroy leaves on the hosts on purpose: 'weights' keeps the "
         "weights cache for a later apply; everything else inferry put there is removed")
 
+
+    @model_validator(mode="before")
+    @classmethod
+    def _load_balancer_renamed(cls, data: object) -> object:
+        if isinstance(data, dict) and "load_balancer" in data:
+            raise ValueError("load_balancer is now gateway (Caddy, HTTPS by default): write `gateway: {host: H, "
+                             "domains: [api.example.com]}` for HTTPS from Let's Encrypt, or `gateway: {host: H, "
+                             "tls: off, http_port: PORT}` for the same plain-HTTP balancer as before")
+        return data
 
     @field_validator("max_unavailable", mode="before")
     @classmethod
@@ -88,9 +95,18 @@ class SshTarget(TargetBase):
         dupes = sorted({x for x in labels if labels.count(x) > 1})
         if dupes:
             raise ValueError(f"host names must be unique; repeated: {', '.join(dupes)}")
-        if self.load_balancer and self.load_balancer.host not in labels + [h.address for h in self.hosts]:
-            raise ValueError(f"load_balancer.host {self.load_balancer.host!r} is not one of target.hosts")
+        g = self.gateway
+        if g and g.host is not None and g.host not in labels + [h.address for h in self.hosts]:
+            raise ValueError(f"gateway.host {g.host!r} is not one of target.hosts")
         return self
+
+    @property
+    def gateway_host(self) -> SshHost | None:
+        """The host the gateway runs on (the first one unless gateway.host names another)."""
+        g = self.gateway
+        if g is None:
+            return None
+        return next(h for h in self.hosts if g.host in (None, h.label, h.address))
 
     @property
     def instances(self) -> int:
@@ -103,8 +119,9 @@ class SshTarget(TargetBase):
         return None
 
     def secret_refs(self) -> dict[str, SecretRef]:
-        """The target's own secrets, by field path: the SSH private key."""
-        return {SecretField.PRIVATE_KEY: self.private_key}
+        """The target's own secrets, by field path: the SSH private key, the gateway's."""
+        gateway = self.gateway.secret_refs("target.gateway") if self.gateway else {}
+        return {SecretField.PRIVATE_KEY: self.private_key, **gateway}
 
 # The same section as a user's Pulumi program passes it to inferry.Deployment: values may be Outputs
 # (tests/component/test_component_args.py keeps these keys those of the models above).
@@ -117,13 +134,7 @@ class SshHostArgs(TypedDict, total=False):
     user: pulumi.Input[str]
     port: int
     host_key: pulumi.Input[str]
-
-
-class LoadBalancerArgs(TypedDict, total=False):
-    """A round-robin nginx on one of the hosts (by name)."""
-
-    host: Required[str]
-    port: int
+    private_address: pulumi.Input[str]
 
 
 class SshTargetArgs(TypedDict, total=False):
@@ -142,5 +153,5 @@ class SshTargetArgs(TypedDict, total=False):
     health_timeout_s: int
     rollout: Literal["rolling", "parallel"]
     max_unavailable: Union[int, str]
-    load_balancer: LoadBalancerArgs
+    gateway: GatewayArgs
     keep_on_destroy: Sequence[Literal["weights"]]

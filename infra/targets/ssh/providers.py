@@ -234,23 +234,24 @@ class ServiceProvider(_Step):
         return service_drift(service_args(props), key)
 
 
-class LoadBalancerProvider(_Step):
-    """nginx round-robin over the replicas on one host."""
+class GatewayProvider(_Step):
+    """Caddy on one host: the deployment's only public listener."""
 
     def _apply(self, props: dict) -> dict:
-        from infra.targets.ssh.args import asdict, lb_args
-        from infra.targets.ssh.lb import ensure_lb
+        from infra.targets.ssh.args import asdict, gateway_args
+        from infra.targets.ssh.gateway import ensure_gateway, gateway_secrets
 
-        return asdict(ensure_lb(lb_args(props), props["private_key"], props.get("api_key") or ""))
+        return asdict(ensure_gateway(gateway_args(props), props["private_key"],
+                                     gateway_secrets(props.get("secret_values") or {})))
 
     def _remove(self, props: dict, key: str) -> None:
-        from infra.targets.ssh.args import lb_args
-        from infra.targets.ssh.lb import remove_lb
+        from infra.targets.ssh.args import gateway_args
+        from infra.targets.ssh.gateway import remove_gateway
 
-        remove_lb(lb_args(props), key)
+        remove_gateway(gateway_args(props), key)
 
     def _drift(self, props: dict, key: str) -> list[str]:
-        from infra.targets.ssh.args import lb_args
-        from infra.targets.ssh.lb import lb_drift
+        from infra.targets.ssh.args import gateway_args
+        from infra.targets.ssh.gateway import gateway_drift
 
-        return lb_drift(lb_args(props), key)
+        return gateway_drift(gateway_args(props), key, str(props.get("config_sha256", "")))

@@ -42,6 +42,18 @@ def ssh_spec(stack_or_deployment: Any, runtime: str | None = None) -> ServiceSpe
     return service_spec(d, models_dir=t.weights_cache, config_dir=t.service_dir)
 
 
+def behind_gateway(spec: ServiceSpec, bind: str, runtime: str) -> ServiceSpec:
+    """The engine as it runs behind the gateway: no client key (the gateway checks keys and removes them, so no
+    engine logs one), listening on BIND only (a bare process is told so; a container's port is published there)."""
+    from dataclasses import replace
+
+    env = tuple(e for e in spec.env if e.secret_field != SecretField.API_KEY)
+    args = list(spec.args)
+    if runtime == "process" and "--host" in args:
+        args[args.index("--host") + 1] = bind
+    return replace(spec, env=env, args=tuple(args), bind=bind)
+
+
 def _volumes(t: SshTarget, spec: ServiceSpec) -> list[str]:
     # The config refuses ':' in weights_cache and service_dir: compose's short volume syntax splits on it.
     vols = [f"{t.weights_cache}:{MODELS_DIR}:ro"]
@@ -52,8 +64,9 @@ def _volumes(t: SshTarget, spec: ServiceSpec) -> list[str]:
 
 
 def render_ssh_files(stack_or_deployment: Any, spec: ServiceSpec | None = None,
-                     runtime: str | None = None) -> list[RenderedFile]:
-    """Every non-secret file an SSH host needs: the compose file (docker) or the launcher (process), engine files."""
+                     runtime: str | None = None, bind: str = "") -> list[RenderedFile]:
+    """Every non-secret file an SSH host needs: the compose file (docker) or the launcher (process), engine
+    files; BIND: the one address a container's port is published on ("" every address)."""
     d = _deployment(stack_or_deployment)
     t = d.target
     assert isinstance(t, SshTarget)
@@ -64,7 +77,7 @@ def render_ssh_files(stack_or_deployment: Any, spec: ServiceSpec | None = None,
     if runtime == "docker":
         compose = render_template(
             "compose.yaml.j2", spec=spec, model=d.model.name, project=PROJECT, env_file=env_file,
-            port_mapping=f"{spec.port}:{spec.listen_port}", volumes=_volumes(t, spec), proxy_image=PROXY_IMAGE,
+            port_mapping=f"{bind + ':' if bind else ''}{spec.port}:{spec.listen_port}", volumes=_volumes(t, spec), proxy_image=PROXY_IMAGE,
             proxy_volume=f"{posixpath.join(t.service_dir, PROXY)}:/etc/nginx/conf.d/default.conf:ro")
         files.append(RenderedFile(COMPOSE, compose))
     else:
@@ -100,9 +113,12 @@ def render_secret_files(spec: ServiceSpec, secret_values: dict[str, str]) -> lis
     if spec.needs_auth_proxy:
         if SecretField.API_KEY not in secret_values:
             raise SecretError("no value for serving.api_key", "resolve it before rendering", where=PROXY)
-        conf = render_template("auth-proxy.conf.j2", port=spec.port, engine_port=spec.listen_port,
+        # Behind the gateway the proxy only puts the engine (bound to 127.0.0.1) on the host's one address: the
+        # gateway checks keys and removes them from the requests it forwards.
+        listen = f"{spec.bind}:{spec.port}" if spec.bind else str(spec.port)
+        conf = render_template("auth-proxy.conf.j2", listen=listen, engine_port=spec.listen_port,
                                health_path=quoting.nginx_token("health path", spec.health_path),
-                               api_key=secret_values[SecretField.API_KEY])
+                               api_key="" if spec.bind else secret_values[SecretField.API_KEY])
         files.append(RenderedFile(PROXY, conf, 0o600))
     return files
 

@@ -32,6 +32,12 @@ class ServiceArgs:
     health_timeout_s: int = 900
     depends: str = ""
     public_address: str = ""
+    bind: str = ""  # the one address the engine listens on (behind a gateway); "" = every address
+
+    @property
+    def local_base(self) -> str:
+        """The engine's URL from its own host."""
+        return f"http://{self.bind or '127.0.0.1'}:{int(self.spec['port'])}"
 
     @property
     def rt(self) -> Runtime:
@@ -46,7 +52,7 @@ class ServiceArgs:
     @property
     def endpoint(self) -> str:
         """The OpenAI base URL of this replica."""
-        return f"http://{self.public_address or self.conn.address}:{int(self.spec['port'])}/v1"
+        return f"http://{self.bind or self.public_address or self.conn.address}:{int(self.spec['port'])}/v1"
 
 
 @dataclass(frozen=True)
@@ -206,7 +212,7 @@ def health_failure(a: ServiceArgs, private_key: str, api_key: str) -> str | None
     """Poll on the host until /health answers and /v1/models lists the model: None, else the log's last lines."""
     s = session(a.conn, private_key)
     sp = a.spec
-    args = " ".join(shlex.quote(str(x)) for x in (int(sp["port"]), sp["health_path"], sp["models_path"],
+    args = " ".join(shlex.quote(str(x)) for x in (a.local_base, sp["health_path"], sp["models_path"],
                                                    sp.get("served_model_name") or "", a.health_timeout_s))
     res = s.run(f"set -- {args}; {script('health.sh')}", "health check", stdin=api_key + "\n", check=False,
                 timeout=a.health_timeout_s + 60)

@@ -14,6 +14,8 @@ def to_data(spec: ServiceSpec) -> dict[str, Any]:
     d["env"] = [{"name": e.name, "value": e.value, "secret_field": e.secret_field,
                  "secret": e.secret.model_dump(exclude_none=True) if e.secret else None} for e in spec.env]
     d["extra_weights"] = [list(x) for x in spec.extra_weights]
+    if not d["bind"]:
+        del d["bind"]  # no gateway: the data stays what it was before gateways (no diff)
     return d
 
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from infra.render.out import Placed
     from infra.stack.stackfile import Stack
 
-LB_FILE = "lb-nginx.conf"
+GATEWAY_FILE = "gateway-caddy.json"
 # The `target:` lines `inferry init` writes (unindented YAML, commented).
 STARTER = """\
 kind: ssh
@@ -24,6 +24,13 @@ private_key: {env: INFERRY_SSH_KEY}     # or {config: sshPrivateKey} after `pulu
 trust_on_first_use: false             # true records unknown host keys in known_hosts
 runtime: docker                        # docker (compose, kept up by Docker) or process
 """
+
+
+def ssh_spec_of(hp: Any) -> "ServiceSpec":
+    """A host plan's service spec."""
+    from infra.targets.ssh.speccodec import from_data
+
+    return from_data(hp.service.spec)
 
 
 def _section(d: Deployment) -> Section:
@@ -57,32 +64,45 @@ class Ssh:
         return ssh_spec(d)
 
     def placements(self, stack: "Stack") -> list["Placed"]:
-        """Every host's files in its service folder, and the load balancer's nginx config on its host."""
+        """Every host's files in its service folder (hosts that get the same file share it; a file that differs
+        per host, such as the address an engine listens on behind the gateway, is named HOST.NAME for the
+        others), and the gateway's Caddy config on its host, secrets redacted."""
         from infra.render.out import Placed
         from infra.targets.ssh import render
+        from infra.targets.ssh.plan import plan_deployment
+        from infra.targets.ssh.speccodec import from_data
 
         d = stack.deployment
-        t = _section(d)
-        spec = render.ssh_spec(stack)
-        files = render.render_ssh_files(stack, spec) + render.render_secret_files(spec, render.redacted_values(spec))
-        hosts = tuple(h.label for h in t.hosts)
-        placed = [Placed(f.name, f.content, f.mode, hosts, posixpath.join(t.service_dir, f.name)) for f in files]
-        if t.load_balancer is not None:
-            from infra.targets.ssh.lb import nginx_conf
-            from infra.targets.ssh.plan import plan_deployment
+        p = plan_deployment(d)
+        groups: dict[tuple[str, str, int], list[str]] = {}
+        for hp in p.hosts:
+            secret = render.render_secret_files(from_data(hp.service.spec), render.redacted_values(ssh_spec_of(hp)))
+            files = [(posixpath.basename(f.path), f.content, f.mode) for f in hp.service.files]
+            for name, content, mode in files + [(f.name, f.content, f.mode) for f in secret]:
+                groups.setdefault((name, content, mode), []).append(hp.label)
+        placed, seen = [], set()
+        for (name, content, mode), hosts in groups.items():
+            shown = name if name not in seen else f"{hosts[0]}.{name}"
+            seen.add(name)
+            placed.append(Placed(shown, content, mode, tuple(hosts), posixpath.join(_section(d).service_dir, name)))
+        if p.gateway is not None:
+            from infra.gateway.caddy import GatewaySecrets, caddy_json
 
-            lb = plan_deployment(d).lb
-            placed.append(Placed(LB_FILE, nginx_conf(lb), 0o644, (lb.conn.name or lb.conn.address,), lb.conf_path))
-        return sorted(placed, key=lambda p: p.name)
+            g = p.gateway
+            red = GatewaySecrets(("REDACTED-serving-api_key",), "REDACTED-target-gateway-certificate_key",
+                                 "REDACTED-target-gateway-acme-eab_hmac_key")
+            placed.append(Placed(GATEWAY_FILE, caddy_json(g.plan, red), 0o600, (g.conn.name or g.conn.address,),
+                                 g.conf_path))
+        return sorted(placed, key=lambda x: x.name)
 
     def summary(self, d: Deployment) -> str:
         """'2 ssh host(s)'."""
         return f"{len(_section(d).hosts)} ssh host(s)"
 
     def replicas_behind(self, d: Deployment) -> int:
-        """Every host behind a load balancer; otherwise the first host alone."""
+        """Every host behind the gateway; otherwise the first host alone."""
         t = _section(d)
-        return len(t.hosts) if t.load_balancer else 1
+        return len(t.hosts) if t.gateway else 1
 
     def host_status(self, stack: "Stack", resolve: Resolve) -> list[str]:
         """Each host's engine as its runtime reports it (restarts since the last apply)."""

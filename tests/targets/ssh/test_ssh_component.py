@@ -18,10 +18,13 @@ SECRET_INPUTS = {"private_key", "access_key_id", "secret_access_key", "secret_va
 
 
 def endpoints(args: pulumi.runtime.MockResourceArgs) -> dict:
-    """What the providers would output: an endpoint per service and for the load balancer."""
-    if args.typ in (STEP + "Service", STEP + "LoadBalancer"):
-        spec_port = args.inputs.get("spec", {}).get("port", args.inputs.get("port"))
-        return {"endpoint": f"http://{args.inputs['conn']['address']}:{int(spec_port)}/v1"}
+    """What the providers would output: an endpoint per service and for the gateway (their own arguments')."""
+    from infra.targets.ssh.args import gateway_args, service_args
+
+    if args.typ == STEP + "Service":
+        return {"endpoint": service_args(args.inputs).endpoint}
+    if args.typ == STEP + "Gateway":
+        return {"endpoint": gateway_args(args.inputs).endpoint}
     return {}
 
 
@@ -63,10 +66,10 @@ def test_eu_ssh_stack_builds_every_step_under_the_component():
     mocks, exports, parents, _ = _run_eu_ssh()
     steps = [r for r in mocks.resources if r.type.startswith(STEP)]
     kinds = sorted(r.type.removeprefix(STEP[:-3]) for r in steps)
-    assert kinds == ["SshHost"] * 2 + ["SshLoadBalancer"] + ["SshService"] * 2 + ["SshWeights"] * 2
+    assert kinds == ["SshGateway"] + ["SshHost"] * 2 + ["SshService"] * 2 + ["SshWeights"] * 2
     assert {parents[r.name] for r in steps} == {"ssh"}
-    assert exports["endpoint"] == "http://203.0.113.10:8080/v1"
-    assert exports["endpoints"] == ["http://203.0.113.10:8000/v1", "http://203.0.113.11:8000/v1"]
+    assert exports["endpoint"] == "https://llm.example-gpu.eu/v1"  # the one public door
+    assert exports["endpoints"] == ["http://127.0.0.1:8000/v1", "http://10.0.0.11:8000/v1"]  # private
     for r in steps:
         for k in SECRET_INPUTS & set(r.inputs):
             assert isinstance(r.inputs[k], dict) and r.inputs[k].get(SECRET_SIG), (r.name, k)

@@ -24,8 +24,13 @@ def test_docker_runtime_puts_the_compose_file(eu_ssh):
     (w,) = p.hosts[0].weights
     assert (w.model_dir, w.store.bucket, w.store.prefix) == (
         "/var/lib/inferry/weights/llama-3.1-8b-instruct", "inferry-weights", "llama-3.1-8b-instruct")
-    assert p.lb.upstreams == ("203.0.113.10:8000", "203.0.113.11:8000") and p.lb.conn.address == "203.0.113.10"
+    # engines listen on loopback on the gateway's host and on the private address elsewhere, never publicly
+    assert p.gateway.plan.upstreams == ("127.0.0.1:8000", "10.0.0.11:8000") and p.gateway.conn.address == "203.0.113.10"
+    assert [h.service.bind for h in p.hosts] == ["127.0.0.1", "10.0.0.11"]
+    compose = {h.label: next(f.content for f in h.service.files if f.path.endswith("compose.yaml")) for h in p.hosts}
+    assert "127.0.0.1:8000:8000" in compose["gpu-mad-1"] and "10.0.0.11:8000:8000" in compose["gpu-mad-2"]
     assert p.secret_fields == ("serving.api_key",)
+    assert all(e["name"] != "VLLM_API_KEY" for h in p.hosts for e in h.service.spec["env"])  # the edge checks it
 
 
 def with_target(d, **kw):
@@ -34,18 +39,21 @@ def with_target(d, **kw):
 
 def test_checks_name_the_field(eu_ssh):
     assert ssh_checks(eu_ssh) == []
-    lb = eu_ssh.target.load_balancer.model_copy(update={"port": 8000})
-    (p,) = ssh_checks(with_target(eu_ssh, load_balancer=lb))
-    assert p.path == "target.load_balancer.port" and p.severity == "error"
+    gw = eu_ssh.target.gateway.model_copy(update={"https_port": 8000})
+    (p,) = ssh_checks(with_target(eu_ssh, gateway=gw))
+    assert p.path == "serving.port" and p.severity == "error"
+    hosts = [eu_ssh.target.hosts[0], eu_ssh.target.hosts[1].model_copy(update={"private_address": None})]
+    (p,) = ssh_checks(with_target(eu_ssh, hosts=hosts))
+    assert p.path == "target.hosts[1].private_address" and "gpu-mad-1" in p.message
     (w,) = ssh_checks(with_target(eu_ssh, runtime="process"))
     assert w.path == "target.install_docker" and w.severity == "warning"
 
 
 def test_plan_refuses_a_port_clash(eu_ssh):
-    lb = eu_ssh.target.load_balancer.model_copy(update={"port": 8000})
+    gw = eu_ssh.target.gateway.model_copy(update={"http_port": 8000})
     with pytest.raises(ConfigError) as e:
-        plan_deployment(with_target(eu_ssh, load_balancer=lb))
-    assert e.value.paths == ["target.load_balancer.port"]
+        plan_deployment(with_target(eu_ssh, gateway=gw))
+    assert e.value.paths == ["serving.port"]
 
 
 def test_a_draft_model_in_the_store_is_fetched_too(eu_ssh):

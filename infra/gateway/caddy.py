@@ -1,0 +1,170 @@
+"""The gateway's Caddy config (JSON), computed from typed inputs: no template, so no value can become syntax.
+
+What it does, in route order on the public server:
+- `/health` (GET/HEAD) answers the replicas' health status and nothing else (no body, no engine headers);
+- the engine's OpenAI routes (Engine.api_routes) need `Authorization: Bearer KEY` with one of the keys; the
+  header is removed before the request reaches an engine (engines carry no client key behind the gateway);
+  without a valid key, 401 with `WWW-Authenticate: Bearer`;
+- every other path is 404: metrics, docs, openapi.json and the engines' admin and weight routes.
+Port 80 only redirects to HTTPS (Caddy answers ACME's HTTP-01 challenges there itself). Requests are
+streamed both ways (no body on disk); a request waits up to `hold_s` for a ready replica.
+"""
+from __future__ import annotations
+
+import json
+import posixpath
+from dataclasses import dataclass
+
+TAG = "inferry"  # the loaded certificate's tag (tls: certificate)
+
+
+@dataclass(frozen=True)
+class GatewayPlan:
+    """Everything the gateway's config says, but its secrets."""
+
+    state_dir: str  # Caddy's own folder on its host: config, data (ACME account, certificates), socket, log
+    upstreams: tuple[str, ...]  # "address:port" of every replica's engine
+    api_routes: tuple[str, ...]
+    health_path: str
+    tls: str  # acme | certificate | off
+    domains: tuple[str, ...] = ()
+    https_port: int = 443
+    http_port: int = 80
+    acme_directory: str = ""
+    acme_email: str = ""
+    acme_ca_root: str = ""  # PEM text of the root the ACME directory's HTTPS is signed by ("" = the system's)
+    eab_key_id: str = ""
+    certificate: str = ""  # PEM chain (tls: certificate): public; its key is a secret
+    max_body_bytes: int = 32 << 20
+    hold_s: int = 30
+    balance: str = "least_conn"
+
+    @property
+    def port(self) -> int:
+        """The port clients use."""
+        return self.http_port if self.tls == "off" else self.https_port
+
+    @property
+    def admin_socket(self) -> str:
+        """Caddy's admin API: a unix socket only root reads (never a TCP port another local user could reach)."""
+        return posixpath.join(self.state_dir, "admin.sock")
+
+    @property
+    def ca_root_path(self) -> str:
+        """Where acme_ca_root is written on the host."""
+        return posixpath.join(self.state_dir, "acme-ca-root.pem")
+
+
+@dataclass(frozen=True)
+class GatewaySecrets:
+    """The gateway's secret inputs, resolved at apply time."""
+
+    api_keys: tuple[str, ...]  # every key clients may use (the current one first)
+    certificate_key: str = ""
+    eab_hmac_key: str = ""
+
+
+def _json_body(message: str, kind: str) -> str:
+    return json.dumps({"error": {"message": message, "type": kind}})
+
+
+def _proxy(p: GatewayPlan, health: bool = False) -> dict:
+    """reverse_proxy over the replicas; for health, only the status comes back."""
+    h: dict = {
+        "handler": "reverse_proxy",
+        "upstreams": [{"dial": u} for u in p.upstreams],
+        "load_balancing": {"selection_policy": {"policy": p.balance}, "try_duration": f"{p.hold_s}s",
+                           "try_interval": "250ms"},
+        "health_checks": {"active": {"uri": p.health_path, "interval": "2s", "timeout": "2s"}},
+        "flush_interval": -1,  # stream tokens as they come
+        "transport": {"protocol": "http", "dial_timeout": "2s"},
+        "headers": {"request": {"delete": ["Authorization"]}},
+    }
+    if health:  # the API route's proxy runs the active health checks; this one only asks
+        del h["health_checks"]
+        h["rewrite"] = {"method": "GET", "uri": p.health_path}
+        h["handle_response"] = [{"routes": [{"handle": [
+            {"handler": "static_response", "status_code": "{http.reverse_proxy.status_code}"}]}]}]
+    return h
+
+
+def _routes(p: GatewayPlan, keys: tuple[str, ...]) -> list[dict]:
+    authorised = [{"header": {"Authorization": [f"Bearer {k}" for k in keys]}}]
+    api = [
+        {"match": authorised, "handle": [
+            {"handler": "request_body", "max_size": p.max_body_bytes}, _proxy(p)]},
+        {"handle": [{"handler": "static_response", "status_code": 401,
+                     "headers": {"WWW-Authenticate": ["Bearer"], "Content-Type": ["application/json"]},
+                     "body": _json_body("a valid API key is required (Authorization: Bearer KEY)",
+                                        "authentication_error")}]},
+    ]
+    return [
+        {"match": [{"path": ["/health"], "method": ["GET", "HEAD"]}], "handle": [_proxy(p, health=True)],
+         "terminal": True},
+        {"match": [{"path": list(p.api_routes)}], "handle": [{"handler": "subroute", "routes": api}],
+         "terminal": True},
+        {"handle": [{"handler": "static_response", "status_code": 404,
+                     "headers": {"Content-Type": ["application/json"]},
+                     "body": _json_body("not found", "not_found")}]},
+    ]
+
+
+def _server(p: GatewayPlan, keys: tuple[str, ...]) -> dict:
+    s: dict = {
+        "listen": [f":{p.port}"],
+        "routes": _routes(p, keys),
+        "read_header_timeout": "10s",
+        "idle_timeout": "120s",
+        "max_header_bytes": 64 << 10,
+        "automatic_https": {"disable": True} if p.tls == "off" else {"disable_redirects": True},
+    }
+    if p.tls == "certificate":
+        s["tls_connection_policies"] = [{"certificate_selection": {"any_tag": [TAG]}}]
+    elif p.tls == "acme":
+        s["tls_connection_policies"] = [{}]
+    return s
+
+
+def _redirect(p: GatewayPlan) -> dict:
+    port = "" if p.https_port == 443 else f":{p.https_port}"
+    return {"listen": [f":{p.http_port}"], "automatic_https": {"disable": True}, "routes": [{"handle": [
+        {"handler": "static_response", "status_code": 308,
+         "headers": {"Location": [f"https://{{http.request.host}}{port}{{http.request.uri}}"]}}]}]}
+
+
+def _tls(p: GatewayPlan, sec: GatewaySecrets) -> dict:
+    if p.tls == "certificate":
+        return {"certificates": {"load_pem": [{"certificate": p.certificate, "key": sec.certificate_key,
+                                               "tags": [TAG]}]}}
+    issuer: dict = {"module": "acme", "ca": p.acme_directory}
+    if p.acme_email:
+        issuer["email"] = p.acme_email
+    if p.acme_ca_root:
+        issuer["trusted_roots_pem_files"] = [p.ca_root_path]
+    if p.eab_key_id:
+        issuer["external_account"] = {"key_id": p.eab_key_id, "mac_key": sec.eab_hmac_key}
+    return {"certificates": {"automate": list(p.domains)},
+            "automation": {"policies": [{"subjects": list(p.domains), "issuers": [issuer]}]}}
+
+
+def caddy_config(p: GatewayPlan, sec: GatewaySecrets) -> dict:
+    """The whole Caddy config: admin on a root-only socket, nothing persisted but ACME data, one server."""
+    servers = {"gateway": _server(p, sec.api_keys)}
+    if p.tls != "off":
+        servers["redirect"] = _redirect(p)
+    apps: dict = {"http": {"http_port": p.http_port, "https_port": p.https_port, "servers": servers}}
+    if p.tls != "off":
+        apps["tls"] = _tls(p, sec)
+    return {
+        "admin": {"listen": f"unix/{p.admin_socket}|0600", "config": {"persist": False}},
+        "storage": {"module": "file_system", "root": posixpath.join(p.state_dir, "data")},
+        "logging": {"logs": {"default": {"level": "INFO", "writer": {
+            "output": "file", "filename": posixpath.join(p.state_dir, "caddy.log"), "mode": "0600",
+            "roll_size_mb": 10, "roll_keep": 5}}}},
+        "apps": apps,
+    }
+
+
+def caddy_json(p: GatewayPlan, sec: GatewaySecrets) -> str:
+    """caddy_config as the file Caddy reads (sorted keys: the same inputs give the same bytes)."""
+    return json.dumps(caddy_config(p, sec), indent=2, sort_keys=True) + "\n"

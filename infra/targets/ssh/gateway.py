@@ -1,0 +1,164 @@
+"""The gateway step: Caddy on one host, the deployment's only public listener (infra/gateway/caddy.py).
+
+Reads the host first (the config's hash, whether Caddy runs), writes the config only when it differs, reloads a
+running Caddy gracefully (open streams finish) or starts it, then checks a request through it reaches a replica.
+The config holds the keys: it is written 0600 into a 0700 folder, and its hash, never its content, is recorded.
+"""
+from __future__ import annotations
+
+import posixpath
+import shlex
+from dataclasses import dataclass
+
+from infra.errors import RemoteError, SecretError
+from infra.stack.secretfix import SecretField
+from infra.stack.secrets import checked_edge_key
+from infra.gateway.caddy import GatewayPlan, GatewaySecrets, caddy_json
+from infra.targets.ssh.files import RemoteFile, differing, parse_state, state_command, upload
+from infra.targets.ssh.oplog import Ops
+from infra.targets.ssh.pool import Conn, session
+from infra.targets.ssh.runtime import script
+
+CADDY = "$(command -v caddy || echo /usr/bin/caddy)"
+# Caddy's own Debian repository (https://caddyserver.com/docs/install#debian-ubuntu-raspbian); its package
+# starts a caddy.service of its own on port 80, which inferry's gateway replaces: it is stopped and disabled.
+INSTALL_CADDY = (
+    "command -v caddy >/dev/null || [ -x /usr/bin/caddy ] || { export DEBIAN_FRONTEND=noninteractive; "
+    "apt-get update -qq && apt-get install -y -qq --no-install-recommends debian-keyring debian-archive-keyring "
+    "apt-transport-https curl gnupg && curl -1sLf https://dl.cloudsmith.io/public/caddy/stable/gpg.key | "
+    "gpg --dearmor --yes -o /usr/share/keyrings/caddy-stable-archive-keyring.gpg && "
+    "curl -1sLf https://dl.cloudsmith.io/public/caddy/stable/debian.deb.txt > "
+    "/etc/apt/sources.list.d/caddy-stable.list && apt-get update -qq && apt-get install -y -qq caddy && "
+    "{ systemctl disable --now caddy 2>/dev/null || true; }; }")
+
+
+@dataclass(frozen=True)
+class GatewayArgs:
+    """Inputs of the gateway step (secret values travel separately)."""
+
+    conn: Conn
+    plan: GatewayPlan
+    model: str = ""
+    public_address: str = ""
+
+    @property
+    def conf_path(self) -> str:
+        """The config Caddy runs (0600: it holds the keys)."""
+        return posixpath.join(self.plan.state_dir, "caddy.json")
+
+    @property
+    def pid_path(self) -> str:
+        """Caddy's pid file."""
+        return posixpath.join(self.plan.state_dir, "caddy.pid")
+
+    @property
+    def name(self) -> str:
+        """The name clients use: the first domain, else the host's address."""
+        return self.plan.domains[0] if self.plan.domains else (self.public_address or self.conn.address)
+
+    @property
+    def endpoint(self) -> str:
+        """The OpenAI base URL clients use."""
+        p = self.plan
+        scheme, default = ("http", 80) if p.tls == "off" else ("https", 443)
+        port = "" if p.port == default else f":{p.port}"
+        return f"{scheme}://{self.name}{port}/v1"
+
+
+@dataclass(frozen=True)
+class GatewayReport:
+    """What the gateway step did."""
+
+    endpoint: str
+    config_sha256: str
+    writes: int
+    restarts: int
+
+
+def _files(a: GatewayArgs, sec: GatewaySecrets) -> list[RemoteFile]:
+    files = [RemoteFile(a.conf_path, caddy_json(a.plan, sec), 0o600)]
+    if a.plan.acme_ca_root:
+        files.append(RemoteFile(a.plan.ca_root_path, a.plan.acme_ca_root, 0o644))
+    return files
+
+
+def _read(a: GatewayArgs, s, files: list[str]) -> tuple[dict, bool]:
+    """({path: (mode, sha256)}, whether Caddy runs): one round trip."""
+    pid = shlex.quote(a.pid_path)
+    probe = s.run(f"{state_command(files)}; echo @@status; p=$(cat {pid} 2>/dev/null) && "
+                  "kill -0 \"$p\" 2>/dev/null && echo running; true", "read gateway state")
+    state_text, _, status = probe.out.partition("@@status\n")
+    return parse_state(state_text), status.strip() == "running"
+
+
+def gateway_drift(a: GatewayArgs, private_key: str, config_sha256: str) -> list[str]:
+    """What differs on the host from the last apply: the config (by its recorded hash), a stopped Caddy."""
+    state, running = _read(a, session(a.conn, private_key), [a.conf_path])
+    out = [] if state.get(a.conf_path) == (0o600, config_sha256) else [f"{a.conf_path} changed"]
+    return out + ([] if running else ["the gateway (caddy) is not running"])
+
+
+def _start(a: GatewayArgs, running: bool) -> str:
+    c, d = shlex.quote(a.conf_path), shlex.quote(a.plan.state_dir)
+    # `caddy start` waits until the new process runs its config; its output goes to a file, not to this
+    # session (the daemon would hold the channel open). A reload is graceful: streams in flight finish.
+    if running:
+        return f"{CADDY} reload --config {c} --address unix/{shlex.quote(a.plan.admin_socket)}"
+    return (f"{CADDY} start --config {c} --pidfile {shlex.quote(a.pid_path)} >{d}/start.log 2>&1 </dev/null "
+            f"|| {{ tail -n 20 {d}/start.log >&2; exit 1; }}")
+
+
+def ensure_gateway(a: GatewayArgs, private_key: str, sec: GatewaySecrets) -> GatewayReport:
+    """Write the config when it differs, reload or start Caddy when needed, then check it reaches a replica."""
+    s = session(a.conn, private_key)
+    want = _files(a, sec)
+    state, running = _read(a, s, [f.path for f in want])
+    change = differing(want, state)
+    if change or not running:
+        s.run(INSTALL_CADDY, "install caddy", timeout=900)
+        s.run(f"umask 077; mkdir -p {shlex.quote(a.plan.state_dir)} && chmod 700 {shlex.quote(a.plan.state_dir)}",
+              "make the gateway folder")
+        upload(s, change, "upload the gateway config")
+        s.run(f"{CADDY} validate --config {shlex.quote(a.conf_path)} >/dev/null", "check the gateway config")
+        s.run(_start(a, running), "start the gateway", timeout=120)
+    ops = Ops(writes=[f.path for f in change], restarts=int(not running))
+    ops.record(s, posixpath.join(a.plan.state_dir, "ops.log"), "record changes")
+    _health(a, s, sec.api_keys[0])
+    return GatewayReport(a.endpoint, want[0].sha256, len(ops.writes), ops.restarts)
+
+
+def _health(a: GatewayArgs, s, api_key: str) -> None:
+    """A request through the gateway on its host reaches a replica that lists the model (TLS not verified
+    here: the certificate may still be on its way from the CA; the loop waits for a handshake)."""
+    p = a.plan
+    scheme = "http" if p.tls == "off" else "https"
+    base = f"{scheme}://{a.name}:{p.port}"
+    curl = f"-k --resolve {a.name}:{p.port}:127.0.0.1" if p.tls != "off" else f"--resolve {a.name}:{p.port}:127.0.0.1"
+    args = " ".join(shlex.quote(x) for x in (base, "/health", "/v1/models", a.model, "120"))
+    res = s.run(f"set -- {args} {curl}; {script('health.sh')}", "gateway health check", stdin=api_key + "\n",
+                check=False, timeout=180)
+    if res.code != 0:
+        tail = s.run(f"tail -n 20 {shlex.quote(p.state_dir)}/caddy.log 2>/dev/null; true", "read gateway log").out
+        raise RemoteError(f"the gateway on port {p.port} does not reach a healthy replica; its log:\n{tail}",
+                          "check that the replicas' engines answer on their private addresses, and for ACME that "
+                          "each domain resolves to this host and ports 80 and 443 are open to the CA",
+                          where=f"host {a.conn.label}")
+
+
+def remove_gateway(a: GatewayArgs, private_key: str) -> None:
+    """Destroy: stop Caddy and remove its folder (config, certificates, ACME account, logs)."""
+    pid = shlex.quote(a.pid_path)
+    session(a.conn, private_key).run(
+        f"p=$(cat {pid} 2>/dev/null) && kill -TERM \"$p\" 2>/dev/null; i=0; "
+        f"while [ -n \"$p\" ] && kill -0 \"$p\" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; "
+        f"rm -rf {shlex.quote(a.plan.state_dir)}", "remove the gateway")
+
+
+def gateway_secrets(values: dict[str, str]) -> GatewaySecrets:
+    """The gateway's secrets from the stack's resolved values (by field path), every key checked for the edge."""
+    keys = tuple(checked_edge_key(values[f], f) for f in (SecretField.API_KEY, SecretField.PREVIOUS_API_KEY)
+                 if values.get(f))
+    if not keys:
+        raise SecretError("no value for serving.api_key", "resolve it before the gateway step", where="gateway")
+    return GatewaySecrets(keys, values.get(SecretField.GATEWAY_CERT_KEY, ""),
+                          values.get(SecretField.GATEWAY_EAB_HMAC, ""))
