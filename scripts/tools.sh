@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build (or find) the external programs the suite drives, from Go modules: the Pulumi CLI and its Python plugins,
-# Docker Compose v2, and for Kubernetes a control plane (kube-apiserver, controller-manager, scheduler, kubectl,
-# etcd, kwok), a node (kubelet, kube-proxy), cluster DNS (CoreDNS), KEDA (operator, metrics adapter), Prometheus and the Pulumi Kubernetes provider. Usage: scripts/tools.sh [all|pulumi|compose|cluster].
+# Docker Compose v2, Caddy and Pebble (the gateway and its test CA), and for Kubernetes a control plane (kube-apiserver, controller-manager, scheduler, kubectl,
+# etcd, kwok), a node (kubelet, kube-proxy), cluster DNS (CoreDNS), KEDA (operator, metrics adapter), Prometheus and the Pulumi Kubernetes provider. Usage: scripts/tools.sh [all|pulumi|compose|gateway|cluster].
 # `pulumi` includes the Python language host (typed `pulumi up`), built when no official one is on PATH.
 # Idempotent and cached under $INFERRY_TOOLS (default ~/.cache/inferry/tools); prints the folder to put on
 # PATH as its last line. A `pulumi` already on PATH (the official install) wins over a build.
@@ -16,7 +16,9 @@ ETCD_VERSION="${INFERRY_ETCD_VERSION:-v3.6.16}"
 KWOK_VERSION="${INFERRY_KWOK_VERSION:-v0.8.0}"
 COREDNS_VERSION="${INFERRY_COREDNS_VERSION:-v1.15.0}"
 KEDA_VERSION="${INFERRY_KEDA_VERSION:-v2.21.0}"
-PROMETHEUS_VERSION="${INFERRY_PROMETHEUS_VERSION:-v0.316.0}"  # the Go module's version of Prometheus 3.16.0
+PROMETHEUS_VERSION="${INFERRY_PROMETHEUS_VERSION:-v0.316.0}"
+CADDY_VERSION="${INFERRY_CADDY_VERSION:-v2.11.9}"
+PEBBLE_VERSION="${INFERRY_PEBBLE_VERSION:-v2.10.3}"  # the Go module's version of Prometheus 3.16.0
 # pulumi-kubernetes' provider module has no tags: the proxy serves the pseudo-version of v4.25.0's commit
 # (2026-01-15; v4.25.0 was released 2026-01-16). The test tier pins the PyPI SDK to 4.25.0 to match.
 K8S_PROVIDER_MODULE="github.com/pulumi/pulumi-kubernetes/provider/v4"
@@ -209,12 +211,27 @@ cluster_tools() {
     "pulumi-resource-kubernetes $K8S_PROVIDER_VERSION" _k8s_provider
 }
 
+# The gateway: Caddy 2 (the standard build), and for its tests Let's Encrypt's own test CA, Pebble, with its DNS
+# server (pebble-challtestsrv) and the certificate Pebble serves its directory with (test/certs in its module).
+gateway_tools() {
+  go_build caddy "github.com/caddyserver/caddy/v2/cmd/caddy@$CADDY_VERSION" \
+    "-X github.com/caddyserver/caddy/v2.CustomVersion=$CADDY_VERSION"
+  go_build pebble "github.com/letsencrypt/pebble/v2/cmd/pebble@$PEBBLE_VERSION" ""
+  go_build pebble-challtestsrv "github.com/letsencrypt/pebble/v2/cmd/pebble-challtestsrv@$PEBBLE_VERSION" ""
+  if [ ! -f "$TOOLS/pebble-certs/localhost/cert.pem" ]; then
+    local dir
+    dir=$(cd "$TOOLS/src/pebble-$PEBBLE_VERSION" && go list -m -f '{{.Dir}}' github.com/letsencrypt/pebble/v2)
+    mkdir -p "$TOOLS/pebble-certs" && cp -r "$dir/test/certs/." "$TOOLS/pebble-certs/" && chmod -R u+w "$TOOLS/pebble-certs"
+  fi
+}
+
 case "${1:-all}" in
-  all) pulumi_tools; language_host; compose_tool; cluster_tools ;;
+  all) pulumi_tools; language_host; compose_tool; gateway_tools; cluster_tools ;;
+  gateway) gateway_tools ;;
   pulumi) pulumi_tools; language_host ;;
   compose) compose_tool ;;
   cluster) cluster_tools ;;
-  *) say "usage: scripts/tools.sh [all|pulumi|compose|cluster]"; exit 2 ;;
+  *) say "usage: scripts/tools.sh [all|pulumi|compose|gateway|cluster]"; exit 2 ;;
 esac
 say "ready: $BIN"
 echo "$BIN"

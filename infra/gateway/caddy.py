@@ -90,9 +90,16 @@ def _proxy(p: GatewayPlan, health: bool = False) -> dict:
 
 def _routes(p: GatewayPlan, keys: tuple[str, ...]) -> list[dict]:
     authorised = [{"header": {"Authorization": [f"Bearer {k}" for k in keys]}}]
+    # A declared length over the limit is answered 413 at once; a chunked body is cut at the limit as it streams.
+    too_big = {"expression": f"{{http.request.header.Content-Length}} != '' && "
+                             f"int({{http.request.header.Content-Length}}) > {p.max_body_bytes}"}
     api = [
-        {"match": authorised, "handle": [
-            {"handler": "request_body", "max_size": p.max_body_bytes}, _proxy(p)]},
+        {"match": authorised, "handle": [{"handler": "subroute", "routes": [
+            {"match": [too_big], "handle": [{"handler": "static_response", "status_code": 413,
+                                             "headers": {"Content-Type": ["application/json"]},
+                                             "body": _json_body(f"the request body is over {p.max_body_bytes} "
+                                                                "bytes", "request_too_large")}]},
+            {"handle": [{"handler": "request_body", "max_size": p.max_body_bytes}, _proxy(p)]}]}]},
         {"handle": [{"handler": "static_response", "status_code": 401,
                      "headers": {"WWW-Authenticate": ["Bearer"], "Content-Type": ["application/json"]},
                      "body": _json_body("a valid API key is required (Authorization: Bearer KEY)",

@@ -81,8 +81,8 @@ def world(host_network, s3_server_factory, tmp_path_factory):
     model.mkdir()
     (model / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}')
     (model / "model.safetensors").write_bytes(os.urandom(1 << 20))
-    lb = {"host": host.name, "port": 8080}  # nginx in front: its config is searched too
-    path = stack_file(tmp, "ssh-canary", host, server.endpoint, "CAN", load_balancer=lb)
+    gw = {"host": host.name, "tls": "off", "http_port": 8080}  # the gateway in front: its config is searched too
+    path = stack_file(tmp, "ssh-canary", host, server.endpoint, "CAN", gateway=gw)
     s = load_stack(str(path))
     push(StoreSettings.from_stack(s, resolver(s)).with_bucket("inferry-weights"), model, PREFIX, show=False)
     yield host, server, path, tmp
@@ -135,7 +135,7 @@ def test_apply_bench_and_destroy_leave_no_secret_in_plain_text(world, capfd, cap
     finally:
         ps = watch.finish()
     assert out["endpoint"].value.endswith(":8080/v1") and len(watch.samples) > 3
-    assert any(host.root.rglob("nginx.conf"))
+    assert any(host.root.rglob("caddy.json"))
     assert not hits(ps, needles) and SIGNATURE not in ps
     curl_argv = host.path(curl_log).read_text()
     assert "-K -" in curl_argv and "X-Amz" not in curl_argv and not hits(curl_argv, needles)  # weights came by curl
@@ -155,10 +155,14 @@ def test_apply_bench_and_destroy_leave_no_secret_in_plain_text(world, capfd, cap
     assert scan_tree(state_dir, needles) == {}
 
     files = scan_tree(host.root, needles)
+    # The engine carries no client key behind the gateway: the key is in the gateway's config only; both 0600.
     env_files = [p for p in files if Path(p).name == "inferry.env"]
-    assert len(env_files) == 1 and set(hits(Path(env_files[0]).read_bytes(), needles)) == {"API_KEY", "HF_TOKEN"}
-    assert Path(env_files[0]).stat().st_mode & 0o777 == 0o600
-    assert {p: h for p, h in files.items() if p not in env_files} == {}
+    assert len(env_files) == 1 and set(hits(Path(env_files[0]).read_bytes(), needles)) == {"HF_TOKEN"}
+    gateway = [p for p in files if Path(p).name == "caddy.json"]
+    assert len(gateway) == 1 and set(hits(Path(gateway[0]).read_bytes(), needles)) == {"API_KEY"}
+    assert all(Path(p).stat().st_mode & 0o777 == 0o600 for p in env_files + gateway)
+    assert Path(gateway[0]).parent.stat().st_mode & 0o777 == 0o700
+    assert {p: h for p, h in files.items() if p not in env_files + gateway} == {}
 
     harness.destroy(stack, print)
     assert not host.path("/etc/inferry/inferry.env").exists()

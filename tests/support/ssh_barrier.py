@@ -1,6 +1,7 @@
 """A witness of concurrency kept on the hosts' side: each host's first health check waits for every host's.
 
-A `curl` wrapper in each test host's /usr/local/bin: the first request to a local `/health` URL marks the host
+A `curl` wrapper in each test host's /usr/local/bin: the first request to an engine's `/health` URL (on loopback, or its private address behind a
+gateway) marks the host
 as arrived in a folder every host sees, waits until all hosts have arrived (at most WAIT_S), then runs the real
 curl and records when it started and ended (the host's clock: one machine). If the health checks overlapped,
 every start precedes every end; if hosts ran one after another the first one waits alone, ends, and only then
@@ -36,7 +37,7 @@ class HealthBarrier:
             first = (f'echo "start $(date +%s.%N)" >> {log}; touch {me}; i=0; '
                      f"while [ \"$(ls {d} | grep -c '^arrived-')\" -lt {n} ] && [ $i -lt {WAIT_S * 20} ]; "
                      f'do sleep 0.05; i=$((i+1)); done; {real} "$@"; rc=$?; echo "end $(date +%s.%N)" >> {log}; exit $rc')
-            h.install("curl", f'case "$*" in *//127.0.0.1:*/health*) [ -e {me} ] || {{ {first}; }};; esac\n'
+            h.install("curl", f'case "$*" in *http://*:*/health*) [ -e {me} ] || {{ {first}; }};; esac\n'
                               f'exec {real} "$@"')
         return self
 

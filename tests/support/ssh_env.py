@@ -14,7 +14,7 @@ from tests.support import ssh_direct as ssh_apply
 from infra.targets.ssh.plan import TargetPlan, plan_deployment
 
 BUCKET, PREFIX, MODEL = "inferry-weights", "llama-3.1-8b-instruct", "llama-3.1-8b-instruct"
-API_KEY = "sk-test-" + "7" * 24
+API_KEY = "sk-test-3c8e1a6f9b2d47e0c5a8f1d3b6e9c207"  # random enough for the gateway's 128-bit check
 FILES = {"config.json": b'{"architectures": ["LlamaForCausalLM"]}', "tokenizer.json": b"{}" * 4096,
          "model-00001-of-00002.safetensors": bytes(range(256)) * 8192,
          "model-00002-of-00002.safetensors": hashlib.sha256(b"x").digest() * 40000}

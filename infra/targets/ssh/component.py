@@ -108,7 +108,9 @@ class SshTarget(pulumi.ComponentResource):
             gw = GatewayStep(f"{name}-gateway", fill({**props_of(plan.gateway), **common,
                                                       "secret_values": secret_values}),
                              pulumi.ResourceOptions(parent=self, depends_on=services))
+            # The replicas listen on loopback or a private address: the gateway is the one endpoint there is.
             self.endpoint = gw.endpoint
+            self.endpoints = pulumi.Output.all(gw.endpoint)
         self.model = args.deployment.model.name
         self.register_outputs({"endpoint": self.endpoint, "endpoints": self.endpoints, "model": self.model})
 

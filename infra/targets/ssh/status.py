@@ -73,7 +73,8 @@ def engine_down(a: ServiceArgs, private_key: str) -> bool:
     is not down). A host that answers nothing here (unreachable, or a firewall dropping the port) or cannot be
     read over SSH is not called down: its step stays as the last apply left it.
     """
-    code = reply(a.endpoint.removesuffix("/v1") + str(a.spec.get("health_path") or "/health"))
+    # Behind a gateway the engine listens on the host's loopback or private address: only SSH can tell.
+    code = 1 if a.bind else reply(a.endpoint.removesuffix("/v1") + str(a.spec.get("health_path") or "/health"))
     if code is None or code == 200:
         return False
     try:

@@ -131,9 +131,23 @@ class TestHost:
         self.install("nvidia-smi", f'exec env {gpu_env} {python} -I -S {standin}/nvidia_smi.py "$@"')
         for program in ("vllm", "trtllm-serve"):
             self.install(program, f'exec {python} -I {standin}/engine.py {program} "$@"')
+        self._install_caddy()
         # SGLang runs as `python3 -m sglang.launch_server`: this python3 hands that to the stand-in.
         self.install("python3", f'[ "$1 $2" = "-m sglang.launch_server" ] && shift 2 && '
                      f'exec {python} -I {standin}/engine.py sglang.launch_server "$@"\nexec {python} "$@"')
+
+    def _install_caddy(self) -> None:
+        """The real Caddy (scripts/tools.sh's build) in the host's /usr/local/bin, as a host with it installed has
+        it: the gateway's install step finds it there (a GPU VM gets it from Caddy's Debian repository)."""
+        from tests.support.realengine import TOOLS_BIN
+
+        built, dest = TOOLS_BIN / "caddy", self.root / "bin" / "caddy"
+        if not built.is_file():
+            return  # the gateway's install step then fails on the host and says so
+        try:
+            os.link(built, dest)  # 58 MB: linked, not copied, where the filesystems allow
+        except OSError:
+            shutil.copy2(built, dest)
 
     def set_standin(self, never_healthy: bool = False, startup_s: float = 0, crash: str = "",
                     version: str = "", token_s: float = 0) -> None:

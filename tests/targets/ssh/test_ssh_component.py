@@ -69,7 +69,7 @@ def test_eu_ssh_stack_builds_every_step_under_the_component():
     assert kinds == ["SshGateway"] + ["SshHost"] * 2 + ["SshService"] * 2 + ["SshWeights"] * 2
     assert {parents[r.name] for r in steps} == {"ssh"}
     assert exports["endpoint"] == "https://llm.example-gpu.eu/v1"  # the one public door
-    assert exports["endpoints"] == ["http://127.0.0.1:8000/v1", "http://10.0.0.11:8000/v1"]  # private
+    assert exports["endpoints"] == ["https://llm.example-gpu.eu/v1"]  # the replicas are private: not endpoints
     for r in steps:
         for k in SECRET_INPUTS & set(r.inputs):
             assert isinstance(r.inputs[k], dict) and r.inputs[k].get(SECRET_SIG), (r.name, k)

@@ -35,14 +35,17 @@ def started(host) -> tuple[str, str]:
 
 
 class Pair:
-    """Two hosts with their own Docker engine, a load balancer on the first, the session's store."""
+    """Two hosts with their own Docker engine, a plain-HTTP gateway on the first, the session's store (the test
+    network stands for the private one: the second host's engine listens on its address there)."""
 
     def __init__(self, hosts, store):
         self.hosts, self.store = hosts, store
 
     def deployment(self, engine: dict | None = None, **target):
-        return deployment(self.hosts, self.store, engine=engine, runtime="docker",
-                          load_balancer={"host": self.hosts[0].name, "port": 8080}, **target)
+        d = deployment(self.hosts, self.store, engine=engine, runtime="docker",
+                       gateway={"host": self.hosts[0].name, "tls": "off", "http_port": 8080}, **target)
+        hosts = [d.target.hosts[0], d.target.hosts[1].model_copy(update={"private_address": self.hosts[1].address})]
+        return d.model_copy(update={"target": d.target.model_copy(update={"hosts": hosts})})
 
     def apply(self, engine: dict | None = None, **target):
         return apply(self.deployment(engine, **target), self.hosts, self.store)
@@ -67,12 +70,13 @@ def test_a_docker_host_gives_containers_its_gpus(pair):
 
 def test_first_apply_runs_the_rendered_container(pair):
     spec = plan_for(pair.deployment()).hosts[0].service.spec
-    for h in pair.hosts:
+    for h, bind in zip(pair.hosts, ["127.0.0.1", pair.hosts[1].address]):
         c = container(h)
         assert c["Config"]["Image"] == IMAGE and c["State"]["Running"]
         assert [c["Path"], *c["Args"]] == ["vllm", "serve", *spec["args"]]
-        assert f"VLLM_API_KEY={API_KEY}" in c["Config"]["Env"]  # from the rendered env file
-        assert c["HostConfig"]["PortBindings"] == {"8000/tcp": [{"HostIp": "", "HostPort": "8000"}]}
+        assert not any(e.startswith("VLLM_API_KEY=") for e in c["Config"]["Env"])  # the gateway checks keys
+        # published on one address only: loopback beside the gateway, the private address elsewhere
+        assert c["HostConfig"]["PortBindings"] == {"8000/tcp": [{"HostIp": bind, "HostPort": "8000"}]}
         assert c["HostConfig"]["IpcMode"] == "host" and c["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"
         assert c["HostConfig"]["DeviceRequests"][0]["Driver"] == "nvidia"
         # Least privilege and nothing sent out, as Docker runs it (not as inferry rendered it).
@@ -81,9 +85,10 @@ def test_first_apply_runs_the_rendered_container(pair):
                 "HF_HUB_OFFLINE=1"} <= set(c["Config"]["Env"])
         (weights,) = [m for m in c["Mounts"] if m["Source"].startswith("/var/lib/inferry/weights")]
         assert weights["RW"] is False
-    lb = f"http://{pair.hosts[0].address}:8080/v1"
-    assert pair.first.endpoint == lb and probe.chat_check(lb, API_KEY, MODEL)
-    assert probe.get(f"http://{pair.hosts[1].address}:8000/v1/models", 3, None)[0] == 401
+    gw = f"http://{pair.hosts[0].address}:8080/v1"
+    assert pair.first.endpoint == gw and probe.chat_check(gw, API_KEY, MODEL)
+    assert probe.get(f"{gw}/models", 3, None)[0] == 401
+    assert probe.get(f"http://{pair.hosts[0].address}:8000/v1/models", 3, None)[0] == 0  # loopback only
 
 
 def test_second_apply_keeps_the_same_containers(pair):
@@ -113,7 +118,7 @@ def test_a_bad_option_is_rolled_back_to_the_previous_container(pair):
     assert "vllm serve: error: unknown option --no-such-flag" in text, text
     assert "the previous configuration was restored and is serving again" in text
     assert container(h)["Args"] == good and container(h)["State"]["Running"]
-    assert probe.healthy(f"http://{h.address}:8000/v1")
+    assert h.exec("curl -fsS -m 3 -o /dev/null -w '%{http_code}' http://127.0.0.1:8000/health").stdout == "200"
     assert "--no-such-flag" not in container(pair.hosts[1])["Args"]  # the rolling update stopped at the first
 
 
