@@ -23,7 +23,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-MODEL, API_KEY = "llama-3.1-8b-instruct", "sk-bench-" + "6" * 24
+MODEL, API_KEY = "llama-3.1-8b-instruct", "sk-bench-4e9a1c7f2b6d08e3a5c1f7b9d2e64a80"  # 128 bits: the gateway checks
 KEYS = ("bench-access", "bench-secret-" + "0" * 12)
 
 

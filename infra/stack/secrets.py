@@ -45,22 +45,27 @@ _HEX = set("0123456789abcdefABCDEF")
 
 def key_bits(value: str) -> float:
     """An upper bound of the key's randomness in bits: its length times log2 of the alphabet its characters
-    come from (hex when they are all hex digits, dashes not counted: `openssl rand -hex 16` is 128)."""
+    come from (hex when they are all hex digits, dashes not counted: `openssl rand -hex 32` is 256), where a run
+    of one character counts at most three times (`sk-` + "7" * 24 is a short key, not a long one)."""
+    import itertools
     import math
 
-    if set(value) <= _HEX | {"-"}:
-        return sum(c != "-" for c in value) * 4.0
+    length = sum(min(len(list(run)), 3) for ch, run in itertools.groupby(value) if ch != "-" or not _hexish(value))
+    if _hexish(value):
+        return length * 4.0
     pool = sum(n for chars, n in ((str.islower, 26), (str.isupper, 26), (str.isdigit, 10))
                if any(chars(c) for c in value)) + (7 if any(c in "._~+/=-" for c in value) else 0)
-    return len(value) * math.log2(max(pool, 2))
+    return length * math.log2(max(pool, 2))
+
+
+def _hexish(value: str) -> bool:
+    return set(value) <= _HEX | {"-"}
 
 
 def weak_key_problem(value: str) -> str | None:
     """Why this key is too weak for the gateway's edge, or None."""
-    import re
-
     bits = key_bits(value)
-    if bits < KEY_BITS or len(set(value)) < 8 or re.search(r"(.)\1{3}", value):  # short, or a run of one character
+    if bits < KEY_BITS or len(set(value)) < 8:
         return f"has about {int(bits)} bits of randomness at most; the gateway takes keys of {KEY_BITS} or more"
     return None
 

@@ -79,3 +79,19 @@ def test_eu_ssh_stack_builds_every_step_under_the_component():
     paths = {f["path"] for f in svc.inputs["files"]}
     assert "/etc/inferry/compose.yaml" in paths
     assert svc.inputs["runtime"] == "docker" and svc.inputs["private_key_ref"] == {"config": "sshPrivateKey"}
+
+
+def test_a_weak_key_fails_the_program_before_any_service_or_gateway_step_runs():
+    """The gateway's 128-bit check runs on the secret values every service step and the gateway consume (a
+    program run that fails here would leave Pulumi's mock runtime failing the next test: the check is called
+    as the component calls it)."""
+    import pytest as _pytest
+
+    from infra.targets.ssh.component import _edge_checked
+
+    weak = {"serving.api_key": "sk-test-" + "7" * 24}
+    with _pytest.raises(pulumi.RunError) as e:
+        _edge_checked(weak)
+    assert "serving.api_key" in str(e.value) and "128" in str(e.value) and "7777" not in str(e.value)
+    strong = {"serving.api_key": "sk-test-3c8e1a6f9b2d47e0c5a8f1d3b6e9c207"}
+    assert _edge_checked(strong) == strong
