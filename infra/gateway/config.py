@@ -21,9 +21,10 @@ LOCAL_FILE = r"^[^\x00-\x1f]+$"
 class Acme(StrictSection):
     """Where certificates come from when tls is acme: Let's Encrypt, or any ACME directory (with EAB)."""
 
-    directory: str = Field(default=LETS_ENCRYPT, pattern=r"^https://[^\s\"'\\]+$",
+    # No braces: Caddy reads {...} in its config as a placeholder ({env.X}, {file.Y}) and would put its value in.
+    directory: str = Field(default=LETS_ENCRYPT, pattern=r"^https://[^\s\"'\\{}]+$",
                            description="the ACME directory URL (Let's Encrypt's by default)")
-    email: str | None = Field(default=None, pattern=r"^[^@\s\"'\\]+@[^@\s\"'\\]+$",
+    email: str | None = Field(default=None, pattern=r"^[^@\s\"'\\{}]+@[^@\s\"'\\{}]+$",
                               description="contact address for expiry notices")
     ca_root: str | None = Field(default=None, pattern=LOCAL_FILE, description="PEM file here with the root that "
                                 "signs the directory's own HTTPS, for a private ACME server (step-ca, Pebble)")
