@@ -27,6 +27,11 @@ def ssh_checks(d: Deployment) -> list[Problem]:
     return out
 
 
+# Networks only a private network reaches (RFC 1918, CGNAT, unique local); Python's is_private also counts the
+# documentation ranges, which stand for public addresses in examples.
+PRIVATE_NETS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")
+
+
 def _public(address: str) -> bool:
     import ipaddress
 
@@ -34,7 +39,8 @@ def _public(address: str) -> bool:
         ip = ipaddress.ip_address(address.strip("[]"))
     except ValueError:
         return True  # a DNS name: assume the internet can reach it
-    return not (ip.is_private or ip.is_loopback or ip.is_link_local)
+    private = any(ip in ipaddress.ip_network(n) for n in PRIVATE_NETS if ipaddress.ip_network(n).version == ip.version)
+    return not (private or ip.is_loopback or ip.is_link_local)
 
 
 def gateway_checks(d: Deployment, t: SshTarget) -> list[Problem]:

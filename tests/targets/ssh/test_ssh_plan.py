@@ -98,3 +98,10 @@ def test_destroy_removes_the_weights_unless_the_stack_keeps_them(eu_ssh):
     with pytest.raises(ConfigError) as e:
         parse_deployment({**raw, "target": {**raw["target"], "keep_on_destroy": ["logs"]}}, "stack")
     assert e.value.paths == ["target.keep_on_destroy[0]"] and "'weights'" in e.value.render()
+
+
+def test_plain_http_on_a_public_address_is_a_warning_not_a_default(eu_ssh):
+    assert eu_ssh.target.gateway.tls == "acme"  # the bundled stack: HTTPS
+    gw = eu_ssh.target.gateway.model_copy(update={"tls": "off", "domains": []})
+    (w,) = ssh_checks(with_target(eu_ssh, gateway=gw))
+    assert (w.path, w.severity) == ("target.gateway.tls", "warning") and "203.0.113.10" in w.message
