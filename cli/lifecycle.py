@@ -161,17 +161,20 @@ def status(stack: str = OPTIONAL_STACK,
     """Each endpoint's health and live engine metrics (KV cache, queue, time to first token); on SSH hosts,
     each engine's state and restarts since the last apply."""
     from infra.lifecycle.direct import api_key, checked_urls
-    from infra.lifecycle.status import endpoint_status, host_status, status_json
+    from infra.lifecycle.status import endpoint_status, host_status, stack_status, status_json
 
     s = _stack_or_none(stack, endpoint)
     found = checked_urls(endpoint) if endpoint else endpoints(make_deployer().outputs(s), s.name)
     key = api_key(s, api_key_env, required=False)
-    results = [endpoint_status(url, api_key=key) for url in found]
+    if endpoint:
+        results, replicas = [endpoint_status(url, api_key=key) for url in found], []
+    else:
+        results, replicas = stack_status(s, found, key)
     hosts = host_status(s) if s is not None else []
     if as_json:
-        say(json.dumps(status_json(results, hosts), indent=2))
+        say(json.dumps(status_json(results, hosts, replicas), indent=2))
     else:
-        for line in [line for r in results for line in r.lines()] + hosts:
+        for line in [line for r in [*results, *replicas] for line in r.lines()] + hosts:
             say(line)
     if not all(r.healthy for r in results):
         raise typer.Exit(1)

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# The engine tier's venv (tests marked engine_parser): SGLang's own Python package, CPU only, so its real
-# argument parser and --config merger run on the command lines inferry renders. Idempotent, cached under
-# $INFERRY_TOOLS/engine-venvs (cold: about 6 GB and 5 minutes; warm: instant); prints the venv's python.
+# The engine tier's venvs (tests marked engine_parser): an engine's own Python package, CPU only, so its real
+# argument parser and start-up checks run on the command lines inferry renders. `engine_tier.sh [sglang|vllm]`
+# (default sglang). Idempotent, cached under $INFERRY_TOOLS/engine-venvs (cold: about 6 GB and 5 minutes each;
+# warm: instant); prints the venv's python last.
+#
+# vLLM's venv is scripts/snapshot_vllm.py's (the one its option snapshot is generated in): CPU use of torch, the
+# wheel without its CUDA kernels, its light requirements.
 #
 # torch comes with its CUDA libraries (it refuses to import without them; nothing uses a GPU), SGLang with
 # --no-deps (its dependencies are multi-GB CUDA kernels), then the pinned list of what its server_args module
@@ -9,6 +13,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TOOLS="${INFERRY_TOOLS:-$HOME/.cache/inferry/tools}"
+VLLM=0.33.0
+if [ "${1:-sglang}" = vllm ]; then
+  exec "${PYTHON:-python3}" scripts/snapshot_vllm.py --venv-only --version "$VLLM" \
+    --workdir "$TOOLS/engine-venvs/vllm-$VLLM"
+fi
 SGLANG=0.5.23
 TORCH=2.14.1  # sglang 0.5.23's Requires-Dist
 IMPORTS=(aiohttp==3.14.5 apache-tvm-ffi==0.1.11 ipython==9.18.1 msgspec==0.23.0 numpy==2.4.6 orjson==3.13.0

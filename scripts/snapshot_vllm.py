@@ -8,6 +8,7 @@ Rerunnable: the venv and the wheel are reused when present.
     python scripts/snapshot_vllm.py [--version 0.33.0] [--workdir /tmp/vllm-snapshot]
     python scripts/snapshot_vllm.py --check   # every bundled stack's rendered argv through the REAL parser
     python scripts/snapshot_vllm.py --registries-from-wheel vllm-0.33.0-...whl   # parser names only, no venv
+    python scripts/snapshot_vllm.py --venv-only --workdir DIR   # build (or reuse) the venv, print its python
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TORCH = "torch==2.13.0"  # a CPU build; vLLM only needs it importable to build the parser
+TORCH = "torch==2.14.0"  # vLLM 0.33.0's Requires-Dist; used on the CPU only (the parser and start-up checks)
 # Requirements never installed: GPU kernels and CUDA wheels (GBs) that the parser does not import.
 HEAVY = re.compile(r"^(torch|torchaudio|torchvision|torchcodec|flashinfer|nvidia|tilelang|quack|tokenspeed|humming"
                    r"|pynvvideocodec|fastsafetensors|instanttensor|triton|xformers|cupy|ray|zentorch|nvtx)", re.I)
@@ -34,7 +35,7 @@ PROBES = ["7", "-1", "0.5", "32k", "true", "abc", '{"a": 1}', "[1, 2]", "None"]
 
 def sh(*cmd: str, env: dict | None = None) -> None:
     """Run a command, echoing it; fail loudly."""
-    print("+", " ".join(cmd), flush=True)
+    print("+", " ".join(cmd), file=sys.stderr, flush=True)
     subprocess.run(cmd, check=True, env=env)
 
 
@@ -61,7 +62,7 @@ def requirements(wheel: Path) -> list[str]:
 def build_venv(version: str, work: Path) -> Path:
     """A venv with vLLM importable on the CPU; reused when already built."""
     py = work / "venv" / "bin" / "python"
-    stamp = work / f"venv/.vllm-{version}"
+    stamp = work / f"venv/.vllm-{version}-{TORCH}"
     if stamp.exists():
         return py
     work.mkdir(parents=True, exist_ok=True)
@@ -285,6 +286,7 @@ def main() -> None:
     ap.add_argument("--registries-from-wheel", type=Path, metavar="WHEEL",
                     help="only add the post-parse name sets (parser registries, config-group keys) to the "
                     "committed snapshot, read from a vLLM wheel")
+    ap.add_argument("--venv-only", action="store_true", help="build (or reuse) the venv and print its python")
     ap.add_argument("--dump", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--verify", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -298,6 +300,9 @@ def main() -> None:
         add_registries(args.version, args.registries_from_wheel)
         return
     py = build_venv(args.version, args.workdir)
+    if args.venv_only:
+        print(py)
+        return
     env = dict(os.environ, VLLM_TARGET_DEVICE="cpu", PYTHONPATH="")
     if args.check:
         argvs = rendered_argvs()

@@ -16,6 +16,8 @@ from typing import Any, Callable
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 _FILE_PREFIX = {"vllm": "vllm", "tensorrt-llm": "trtllm"}
+# The words of a refusal of a name vLLM checks after parsing (its config classes), not argparse: vLLM exits 1 there.
+NOT_A_VALUE = "is not one of this version's values"
 # vLLM's post-parse value sets, by option dest (the parser itself takes any string for these).
 _VALUE_SETS = {"quantization": "quantization", "kv_cache_dtype": "kv_cache_dtype", "load_format": "load_format"}
 
@@ -104,7 +106,7 @@ def _type_fn(opt: dict, snap: dict) -> Callable[[str], Any]:
         if choices is not None and text not in choices:
             raise argparse.ArgumentTypeError(f"invalid choice {text!r} (choose from {', '.join(choices)})")
         if allowed is not None and text not in allowed:
-            raise argparse.ArgumentTypeError(f"{text!r} is not one of this version's values ({', '.join(allowed)})")
+            raise argparse.ArgumentTypeError(f"{text!r} {NOT_A_VALUE} ({', '.join(allowed)})")
         value = base(text)
         if check_spec:
             _check_speculative(value, snap["values"])

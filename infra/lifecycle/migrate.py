@@ -10,7 +10,7 @@ from infra.stack.secretfix import SecretField
 from infra.errors import InferryError
 from infra.lifecycle import probe
 from infra.lifecycle.deployer import Deployer, Progress, endpoints
-from infra.lifecycle.drain import Drain, drain
+from infra.lifecycle.drain import Drain, drain, inside_counts
 from infra.lifecycle.journal import Journal, load_rate, record_rate
 from infra.lifecycle.stackdiff import FieldDiff, diff, pinned_changes
 from infra.lifecycle.secrets import resolve
@@ -194,7 +194,8 @@ class Migration:
         return f"{len(found)} endpoint(s) healthy and answering"
 
     def _step_destroy(self) -> str:
-        idle = drain(self.a.name, self._source_endpoints(), self.drain, self.say)  # no request is cut off
+        idle = drain(self.a.name, self._source_endpoints(), self.drain, self.say,  # no request is cut off
+                     inside=inside_counts(self.a))
         self.say(f"      {idle}")
         changes = self.deployer.destroy(self.a, lambda line: self.say(f"      {line}"))
         self.a_endpoints = []

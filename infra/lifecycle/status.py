@@ -80,9 +80,18 @@ def parse_metrics(text: str) -> EngineMetrics:
         ttft_count=int(count))
 
 
+def metrics_lines(m: EngineMetrics) -> list[str]:
+    """The two lines `inferry status` prints for one engine's metrics."""
+    kv = f"{m.kv_cache_usage * 100:.1f}%" if m.kv_cache_usage is not None else "n/a"
+    ttft = (f"p50 {m.ttft_p50 * 1000:.0f} ms, p95 {m.ttft_p95 * 1000:.0f} ms over {m.ttft_count} requests"
+            if m.ttft_p50 is not None and m.ttft_p95 is not None else "no requests yet")
+    return [f"  KV cache: {kv}   running: {_n(m.running)}   waiting: {_n(m.waiting)}",
+            f"  time to first token: {ttft}"]
+
+
 @dataclass(frozen=True)
 class EndpointStatus:
-    """One endpoint: does it answer, and what its engine reports."""
+    """One endpoint: does it answer, and what its engine reports (when read through it)."""
 
     url: str
     healthy: bool
@@ -90,20 +99,41 @@ class EndpointStatus:
     error: str | None = None
 
     def lines(self) -> list[str]:
-        """How `inferry status` prints it."""
+        """How `inferry status` prints it (the head alone when the metrics are read from inside)."""
         head = f"{self.url}  {'healthy' if self.healthy else 'NOT HEALTHY'}"
         if self.metrics is None:
-            return [head, f"  metrics: {self.error or 'unavailable'}"]
-        m = self.metrics
-        kv = f"{m.kv_cache_usage * 100:.1f}%" if m.kv_cache_usage is not None else "n/a"
-        ttft = (f"p50 {m.ttft_p50 * 1000:.0f} ms, p95 {m.ttft_p95 * 1000:.0f} ms over {m.ttft_count} requests"
-                if m.ttft_p50 is not None and m.ttft_p95 is not None else "no requests yet")
-        return [head, f"  KV cache: {kv}   running: {_n(m.running)}   waiting: {_n(m.waiting)}",
-                f"  time to first token: {ttft}"]
+            return [head] + ([f"  metrics: {self.error}"] if self.error else [])
+        return [head, *metrics_lines(self.metrics)]
+
+
+@dataclass(frozen=True)
+class ReplicaStatus:
+    """One replica's engine metrics read from inside the deployment (over SSH, in the cluster)."""
+
+    source: str
+    metrics: EngineMetrics | None = None
+    error: str | None = None
+
+    def lines(self) -> list[str]:
+        """How `inferry status` prints it."""
+        if self.metrics is None:
+            return [f"{self.source} engine metrics: {self.error or 'unavailable'}"]
+        return [f"{self.source} engine metrics:", *metrics_lines(self.metrics)]
 
 
 def _n(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.0f}"
+
+
+def read_text(text: str) -> tuple[EngineMetrics | None, str | None]:
+    """An engine's /metrics body as metrics, or why it cannot be read."""
+    if text.lstrip().startswith(("[", "{")):
+        # trtllm-serve's /metrics is JSON iteration statistics, not Prometheus text (its trtllm-serve docs).
+        return None, "the engine reports JSON iteration statistics, not Prometheus text"
+    try:
+        return parse_metrics(text), None
+    except (ValueError, KeyError) as e:
+        return None, f"unreadable Prometheus text: {e}"
 
 
 def endpoint_status(url: str, timeout: float = 3.0, api_key: str | None = None) -> EndpointStatus:
@@ -112,21 +142,39 @@ def endpoint_status(url: str, timeout: float = 3.0, api_key: str | None = None) 
     code, text = probe.get(probe.base_url(url) + "/metrics", timeout, api_key)
     if code != 200:
         return EndpointStatus(url, healthy, error=f"GET /metrics answered {code or 'nothing'}")
-    if text.lstrip().startswith(("[", "{")):
-        # trtllm-serve's /metrics is JSON iteration statistics, not Prometheus text (its trtllm-serve docs).
-        return EndpointStatus(url, healthy, error="the engine reports JSON iteration statistics, not Prometheus text")
-    try:
-        return EndpointStatus(url, healthy, parse_metrics(text))
-    except (ValueError, KeyError) as e:
-        return EndpointStatus(url, healthy, error=f"unreadable Prometheus text: {e}")
+    metrics, error = read_text(text)
+    return EndpointStatus(url, healthy, metrics, error)
 
 
-def status_json(results: list[EndpointStatus], hosts: list[str]) -> dict:
-    """`inferry status --json`: every endpoint with its metrics (null when unread), and the host lines."""
+def replica_status(reads: list) -> list[ReplicaStatus]:
+    """Each MetricsRead (infra.targets.contract) as metrics or the reason it has none."""
+    out = []
+    for r in reads:
+        metrics, error = read_text(r.text) if r.text is not None else (None, r.error)
+        out.append(ReplicaStatus(r.source, metrics, error))
+    return out
+
+
+def stack_status(stack, urls: list[str], api_key: str | None) -> tuple[list[EndpointStatus], list[ReplicaStatus]]:
+    """Each endpoint's health, and each replica's metrics from inside where the target reads them there (the
+    gateway refuses /metrics to the internet); else each endpoint's metrics through it."""
+    from infra.lifecycle.secrets import resolver
+    from infra.targets.registry import target_for
+
+    reads = target_for(stack.deployment.target.kind).engine_metrics(stack, resolver(stack))
+    if reads is None:
+        return [endpoint_status(url, api_key=api_key) for url in urls], []
+    return [EndpointStatus(url, probe.healthy(url, 3.0)) for url in urls], replica_status(reads)
+
+
+def status_json(results: list[EndpointStatus], hosts: list[str],
+                replicas: list[ReplicaStatus] | None = None) -> dict:
+    """`inferry status --json`: every endpoint with its metrics (null when unread or read from inside), each
+    replica's metrics read from inside, and the host lines."""
     from dataclasses import asdict
 
-    return {"endpoints": [asdict(r) for r in results], "hosts": hosts,
-            "healthy": all(r.healthy for r in results)}
+    return {"endpoints": [asdict(r) for r in results], "replicas": [asdict(r) for r in replicas or []],
+            "hosts": hosts, "healthy": all(r.healthy for r in results)}
 
 
 def host_status(stack) -> list[str]:

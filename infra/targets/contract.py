@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from infra.render.out import Placed
     from infra.stack.stackfile import Stack
 
-__all__ = ["DeployRequest", "Fill", "Resolve", "Target", "TargetArgs", "unchanged"]
+__all__ = ["DeployRequest", "Fill", "MetricsRead", "Resolve", "Target", "TargetArgs", "unchanged"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,15 @@ class DeployRequest:
     name: str  # the target component's resource name (the stack-file program: the target's kind)
     opts: Any = None  # pulumi.ResourceOptions of the target component (parent, aliases, providers)
     fill: Fill = field(default=unchanged)
+
+
+@dataclass(frozen=True)
+class MetricsRead:
+    """One replica's Prometheus /metrics as read from inside the deployment: its text, or why it was not read."""
+
+    source: str  # where it was read, e.g. "host gpu-1"
+    text: str | None
+    error: str | None = None
 
 
 class Target(Protocol):
@@ -73,4 +82,9 @@ class Target(Protocol):
 
     def host_status(self, stack: "Stack", resolve: Resolve) -> list[str]:
         """`inferry status` lines about the machines themselves ([] when the target has none to read)."""
+        ...
+
+    def engine_metrics(self, stack: "Stack", resolve: Resolve) -> list[MetricsRead] | None:
+        """Each replica's /metrics read from inside the deployment (over SSH, in the cluster), never through the
+        public door, which refuses it; None when this target's endpoint still serves them (read its URL)."""
         ...

@@ -4,9 +4,6 @@ SGLang stack and a corpus covering every flag row parse there with the key merge
 to the values the snapshot's parser reads; and the lines the stand-in refuses, SGLang refuses too."""
 from __future__ import annotations
 
-import json
-import subprocess
-
 import pytest
 
 from infra.engines import options, service_spec
@@ -14,6 +11,7 @@ from infra.engines.sglang import service
 from infra.stack.stackfile import load_stack
 from tests.conftest import ROOT
 from tests.engines.test_engines import deployment
+from tests.support.engine_tier import run_verdict, tier_python
 from tests.support.standin.argv import Refused, parse
 
 VERDICT = ROOT / "tests" / "support" / "engine_verdict.py"
@@ -37,18 +35,13 @@ REFUSED = [["--mem-frac-static", "0.8"], ["--quantization", "bogus"], ["--tp-siz
 
 @pytest.fixture(scope="module")
 def sglang_python() -> str:
-    """The engine tier's python (built and cached by scripts/engine_tier.sh: a test installs what it needs)."""
-    out = subprocess.run(["bash", str(ROOT / "scripts" / "engine_tier.sh")], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout.strip().splitlines()[-1]
+    """The engine tier's SGLang python."""
+    return tier_python("sglang")
 
 
 def verdicts(python: str, argvs: list[list[str]]) -> list[dict]:
     """SGLang's prepare_server_args on each command line, in its own venv."""
-    out = subprocess.run([python, str(VERDICT)], input=json.dumps(argvs), capture_output=True, text=True,
-                         timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout)
+    return run_verdict(python, VERDICT, argvs=argvs)
 
 
 def wrapped(args: tuple[str, ...], tmp_path) -> list[str]:
@@ -62,9 +55,7 @@ def wrapped(args: tuple[str, ...], tmp_path) -> list[str]:
 
 
 def test_the_real_parser_has_the_snapshot_option_for_option(sglang_python):
-    out = subprocess.run([sglang_python, str(VERDICT), "--options"], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    real = {(o["dest"], tuple(o["flags"])): o["choices"] for o in json.loads(out.stdout)}
+    real = {(o["dest"], tuple(o["flags"])): o["choices"] for o in run_verdict(sglang_python, VERDICT, "--options")}
     snap = {(o["dest"], tuple(sorted(o["flags"]))): sorted(map(str, o["choices"])) if o["choices"] else None
             for o in options.snapshot("sglang", "0.5.23")["options"]}
     assert set(real) == set(snap)

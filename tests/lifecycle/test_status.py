@@ -111,7 +111,37 @@ class StaticDeployer:
         return self.values
 
 
+def inside(metrics_server, monkeypatch) -> list:
+    """The SSH target's metrics reads answered with the metrics server's text (as curl on a host would)."""
+    from infra.lifecycle import probe
+    from infra.targets.contract import MetricsRead
+
+    calls: list = []
+    text = probe.get(metrics_server.removesuffix("/v1") + "/metrics", 3)[1]
+    reads = [MetricsRead("host gpu-1", text), MetricsRead("host gpu-2", None, "not read: host unreachable")]
+    monkeypatch.setattr("infra.targets.ssh.target.Ssh.engine_metrics",
+                        lambda self, stack, resolve: calls.append(stack.name) or reads)
+    monkeypatch.setattr("infra.targets.ssh.target.Ssh.host_status", lambda self, stack, resolve: [])
+    return calls
+
+
+def test_cli_status_reads_each_engine_from_inside_on_ssh_targets(cli, monkeypatch, metrics_server):
+    import json
+
+    calls = inside(metrics_server, monkeypatch)
+    monkeypatch.setattr("cli.lifecycle.make_deployer", lambda: StaticDeployer(endpoint=metrics_server))
+    r = cli("status", "eu-ssh")
+    assert r.exit_code == 0 and calls == ["eu-ssh"], r.output
+    lines = r.output.splitlines()
+    assert lines[0] == f"{metrics_server}  healthy" and lines[1] == "host gpu-1 engine metrics:", r.output
+    assert "waiting: 2" in lines[2] and lines[4] == "host gpu-2 engine metrics: not read: host unreachable"
+    doc = json.loads(cli("status", "eu-ssh", "--json").output)
+    assert doc["endpoints"][0]["metrics"] is None and doc["replicas"][0]["metrics"]["waiting"] == 2
+    assert doc["replicas"][1] == {"source": "host gpu-2", "metrics": None, "error": "not read: host unreachable"}
+
+
 def test_cli_status(cli, monkeypatch, metrics_server):
+    inside(metrics_server, monkeypatch)
     monkeypatch.setattr("cli.lifecycle.make_deployer", lambda: StaticDeployer(endpoint=metrics_server))
     r = cli("status", "eu-ssh")
     assert r.exit_code == 0, r.output

@@ -18,6 +18,7 @@ BY_FIXTURE = {
     "s3_server": "s3", "s3_server_factory": "s3",  # tests/support/servers
     "cluster": "cluster",  # tests/support/cluster.py
     "sglang_python": "engine_parser",  # scripts/engine_tier.sh's venv: the engine's own code
+    "vllm_python": "engine_parser",
 }
 # Names whose use means the real Pulumi CLI runs (or must be there): a Project, or the PATH that holds it.
 REAL_ENGINE_NAMES = {"Project", "tools_path", "TOOLS_BIN"}

@@ -76,5 +76,9 @@ class Kubernetes:
         """Nothing: the cluster's pods are the rollout watch's to report."""
         return []
 
+    def engine_metrics(self, stack: "Stack", resolve: Resolve) -> None:
+        """None: the Service's auth proxy serves /metrics with the key (status and drain read the endpoint)."""
+        return None
+
 
 TARGET = Kubernetes()

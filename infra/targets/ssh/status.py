@@ -1,11 +1,15 @@
-"""`inferry status` on SSH hosts: each engine's state, restarts since the last apply, and since when it runs."""
+"""`inferry status` on SSH hosts: each engine's state, restarts since the last apply, since when it runs, and its
+/metrics read over SSH (the gateway refuses /metrics to the internet)."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import shlex
+
 from infra.stack.config import Deployment
 from infra.errors import InferryError, RemoteError
+from infra.targets.contract import MetricsRead
 from infra.targets.ssh.pool import session
 from infra.targets.ssh.service import ServiceArgs
 
@@ -99,3 +103,37 @@ def host_lines(d: Deployment, private_key: str, stack: str = "") -> list[str]:
 
     with ThreadPoolExecutor(max_workers=plan.max_parallel) as ex:
         return list(ex.map(one, plan.hosts))
+
+
+def metrics_command(a: ServiceArgs, with_key: bool) -> str:
+    """curl on the host for the engine's /metrics at the address it listens on; the key header, when the engine
+    wants one (an auth proxy without a gateway), comes on stdin, never in argv. Prints the body, then the status."""
+    url = a.local_base + str(a.spec.get("metrics_path") or "/metrics")
+    header = " -H @-" if with_key else ""
+    return f"curl -sS --max-time 5{header} -w '\\n%{{http_code}}' {shlex.quote(url)}"
+
+
+def metrics_read(a: ServiceArgs, private_key: str, api_key: str | None) -> MetricsRead:
+    """One host's engine /metrics over SSH (behind a gateway the engine carries no key: none is sent)."""
+    key = None if a.bind else api_key
+    source = f"host {a.conn.label}"
+    try:
+        r = session(a.conn, private_key).run(metrics_command(a, key is not None), "read the engine's /metrics",
+                                             stdin=f"Authorization: Bearer {key}\n" if key else "", check=False,
+                                             timeout=30)
+    except InferryError as e:
+        return MetricsRead(source, None, f"not read: {e.message}")
+    body, _, code = r.out.rpartition("\n")
+    if r.code != 0 or code.strip() != "200":
+        return MetricsRead(source, None, f"GET {a.spec.get('metrics_path') or '/metrics'} on the host answered "
+                           f"{code.strip() if r.code == 0 else 'nothing'}")
+    return MetricsRead(source, body)
+
+
+def metrics_reads(d: Deployment, private_key: str, api_key: str | None = None) -> list[MetricsRead]:
+    """Every host's engine /metrics, in host order, read in parallel."""
+    from infra.targets.ssh.plan import plan_deployment
+
+    plan = plan_deployment(d)
+    with ThreadPoolExecutor(max_workers=plan.max_parallel) as ex:
+        return list(ex.map(lambda hp: metrics_read(hp.service, private_key, api_key), plan.hosts))

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from infra.errors import Problem
 from infra.stack.config import Deployment
 from infra.targets.ssh.config import SshTarget as Section
-from infra.targets.contract import DeployRequest, Resolve
+from infra.targets.contract import DeployRequest, MetricsRead, Resolve
 
 if TYPE_CHECKING:
     from infra.engines.spec import ServiceSpec
@@ -116,6 +116,23 @@ class Ssh:
         except InferryError as e:
             return [f"hosts: not read: {e.render()}"]
         return host_lines(d, key, stack.name)
+
+    def engine_metrics(self, stack: "Stack", resolve: Resolve) -> list[MetricsRead]:
+        """Each host's engine /metrics, read over SSH from the address the engine listens on."""
+        from infra.errors import InferryError
+        from infra.stack.secretfix import SecretField
+        from infra.targets.ssh.status import metrics_reads
+
+        d = stack.deployment
+        try:
+            key = resolve(_section(d).private_key, SecretField.PRIVATE_KEY)
+        except InferryError as e:
+            return [MetricsRead("hosts", None, f"not read: {e.render()}")]
+        try:  # a gateway-less TensorRT-LLM host's auth proxy wants the key on /metrics too
+            api_key = None if _section(d).gateway else resolve(d.serving.api_key, SecretField.API_KEY)
+        except InferryError:
+            api_key = None
+        return metrics_reads(d, key, api_key)
 
 
 TARGET = Ssh()

@@ -134,7 +134,9 @@ def _parse(engine: str, version: str, args: list[str]) -> argparse.Namespace:
         return _fallback_parser(engine).parse_args(args)
     problems = options.check_args(engine, version, args)
     if problems:
-        raise Refused("; ".join(problems))
+        # A name vLLM checks after parsing (a config class's Literal) fails with a traceback: exit 1, not 2.
+        late = all(getattr(options, "NOT_A_VALUE", "\0") in p for p in problems)
+        raise Refused("; ".join(problems), 1 if late else 2)
     return options.parser(engine, version).parse_args(args)
 
 

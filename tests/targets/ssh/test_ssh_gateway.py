@@ -120,6 +120,31 @@ def test_the_engine_carries_no_client_key(world):
     assert not any(e.startswith("VLLM_API_KEY=") for e in env) and not any(KEY in e for e in env)
 
 
+def test_status_and_drain_read_the_engine_over_ssh_while_the_gateway_refuses_metrics(world):
+    """/metrics never crosses the public door; `inferry status` and drain read it on the host, over SSH."""
+    from types import SimpleNamespace
+
+    from infra.lifecycle.drain import busy_in
+    from infra.lifecycle.status import replica_status
+    from infra.targets.ssh.target import TARGET
+
+    chat = json.dumps({"model": MODEL, "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]})
+    assert world.curl("/v1/chat/completions", KEY, "-H", "Content-Type: application/json", "-d", chat)[0] == 200
+    assert world.curl("/metrics", KEY)[0] == 404
+    keys = secrets([world.gw], world.store)
+    reads = TARGET.engine_metrics(SimpleNamespace(deployment=world.deployment()),
+                                  lambda ref, field: keys["target.private_key"])
+    (status,) = replica_status(reads)
+    assert status.source in (f"host {world.gw.name}", f"host {world.gw.address}"), status
+    assert status.metrics is not None and status.metrics.kv_cache_usage is not None, status
+    # The request counted, as the engine itself says on the host's loopback (read here, not by inferry).
+    text = world.gw.exec("curl -s http://127.0.0.1:8000/metrics", check=True).stdout
+    count = next(float(line.split()[-1]) for line in text.splitlines()
+                 if line.startswith("vllm:time_to_first_token_seconds_count"))
+    assert count >= 1 and status.metrics.ttft_count == int(count)
+    assert busy_in(reads[0].text) == 0 and status.lines()[0] == f"{status.source} engine metrics:"
+
+
 def test_a_body_over_the_limit_is_refused(world):
     big = world.net.exec("head -c 34000000 /dev/zero | tr '\\0' a > /tmp/big; echo ok").stdout
     assert "ok" in big
