@@ -8,14 +8,23 @@ What it does, in route order on the public server:
 - every other path is 404: metrics, docs, openapi.json and the engines' admin and weight routes.
 Port 80 only redirects to HTTPS (Caddy answers ACME's HTTP-01 challenges there itself). Requests are
 streamed both ways (no body on disk); a request waits up to `hold_s` for a ready replica.
+
+The access log (`access.log`, 0600, rolled daily, kept `access_log_days`) has per request the method, the path
+without its query, status, response size, duration and the id of the key used (`key_id`: a hash prefix, never
+the key); request and response headers, client addresses and TLS details are filtered out before writing.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import posixpath
 from dataclasses import dataclass
 
 TAG = "inferry"  # the loaded certificate's tag (tls: certificate)
+ACCESS_LOGGER = "http.log.access.access"  # where a server with default_logger_name "access" logs requests
+# Access-log fields removed before a line is written (Caddy's filter encoder; `a>b` is field b inside a).
+DROPPED = ("request>headers", "resp_headers", "request>remote_ip", "request>remote_port", "request>client_ip",
+           "request>tls", "user_id")
 
 
 @dataclass(frozen=True)
@@ -38,6 +47,7 @@ class GatewayPlan:
     max_body_bytes: int = 32 << 20
     hold_s: int = 30
     balance: str = "least_conn"
+    access_log_days: int = 30
 
     @property
     def port(self) -> int:
@@ -62,6 +72,11 @@ class GatewaySecrets:
     api_keys: tuple[str, ...]  # every key clients may use (the current one first)
     certificate_key: str = ""
     eab_hmac_key: str = ""
+
+
+def key_id(key: str) -> str:
+    """How the access log names a key: the first 12 hex digits of its sha256 (the key cannot be read back)."""
+    return "sha256:" + hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
 def _json_body(message: str, kind: str) -> str:
@@ -89,17 +104,18 @@ def _proxy(p: GatewayPlan, health: bool = False) -> dict:
 
 
 def _routes(p: GatewayPlan, keys: tuple[str, ...]) -> list[dict]:
-    authorised = [{"header": {"Authorization": [f"Bearer {k}" for k in keys]}}]
     # A declared length over the limit is answered 413 at once; a chunked body is cut at the limit as it streams.
     too_big = {"expression": f"{{http.request.header.Content-Length}} != '' && "
                              f"int({{http.request.header.Content-Length}}) > {p.max_body_bytes}"}
-    api = [
-        {"match": authorised, "handle": [{"handler": "subroute", "routes": [
-            {"match": [too_big], "handle": [{"handler": "static_response", "status_code": 413,
-                                             "headers": {"Content-Type": ["application/json"]},
-                                             "body": _json_body(f"the request body is over {p.max_body_bytes} "
-                                                                "bytes", "request_too_large")}]},
-            {"handle": [{"handler": "request_body", "max_size": p.max_body_bytes}, _proxy(p)]}]}]},
+    serve = {"handler": "subroute", "routes": [
+        {"match": [too_big], "handle": [{"handler": "static_response", "status_code": 413,
+                                         "headers": {"Content-Type": ["application/json"]},
+                                         "body": _json_body(f"the request body is over {p.max_body_bytes} "
+                                                            "bytes", "request_too_large")}]},
+        {"handle": [{"handler": "request_body", "max_size": p.max_body_bytes}, _proxy(p)]}]}
+    api = [  # one route per key, so the access log names the key a request used
+        *[{"match": [{"header": {"Authorization": [f"Bearer {k}"]}}],
+           "handle": [{"handler": "log_append", "key": "key_id", "value": key_id(k)}, serve]} for k in keys],
         {"handle": [{"handler": "static_response", "status_code": 401,
                      "headers": {"WWW-Authenticate": ["Bearer"], "Content-Type": ["application/json"]},
                      "body": _json_body("a valid API key is required (Authorization: Bearer KEY)",
@@ -123,6 +139,7 @@ def _server(p: GatewayPlan, keys: tuple[str, ...]) -> dict:
         "read_header_timeout": "10s",
         "idle_timeout": "120s",
         "max_header_bytes": 64 << 10,
+        "logs": {"default_logger_name": "access"},
         "automatic_https": {"disable": True} if p.tls == "off" else {"disable_redirects": True},
     }
     if p.tls == "certificate":
@@ -165,11 +182,26 @@ def caddy_config(p: GatewayPlan, sec: GatewaySecrets) -> dict:
     return {
         "admin": {"listen": f"unix/{p.admin_socket}|0600", "config": {"persist": False}},
         "storage": {"module": "file_system", "root": posixpath.join(p.state_dir, "data")},
-        "logging": {"logs": {"default": {"level": "INFO", "writer": {
-            "output": "file", "filename": posixpath.join(p.state_dir, "caddy.log"), "mode": "0600",
-            "roll_size_mb": 10, "roll_keep": 5}}}},
+        "logging": {"logs": {
+            "default": {"level": "INFO", "exclude": [ACCESS_LOGGER], "writer": {
+                "output": "file", "filename": posixpath.join(p.state_dir, "caddy.log"), "mode": "0600",
+                "roll_size_mb": 10, "roll_keep": 5}},
+            "access": _access_log(p)}},
         "apps": apps,
     }
+
+
+def _access_log(p: GatewayPlan) -> dict:
+    """The access log: what a reviewer may read about each request, nothing from its body or headers."""
+    fields: dict = {f: {"filter": "delete"} for f in DROPPED}
+    fields["request>uri"] = {"filter": "regexp", "regexp": r"\?.*$", "value": ""}  # the path without its query
+    return {"level": "INFO", "include": [ACCESS_LOGGER],
+            "encoder": {"format": "filter", "wrap": {"format": "json"}, "fields": fields},
+            # Rolled daily and by size; rolled files older than the stack's days are deleted (at most one file a
+            # day more: roll_keep counts files, so heavy traffic rolling by size keeps fewer days, never more).
+            "writer": {"output": "file", "filename": posixpath.join(p.state_dir, "access.log"), "mode": "0600",
+                       "roll_interval": "24h", "roll_size_mb": 100, "roll_keep_days": p.access_log_days,
+                       "roll_keep": p.access_log_days + 1}}
 
 
 def caddy_json(p: GatewayPlan, sec: GatewaySecrets) -> str:

@@ -60,6 +60,8 @@ class Gateway(StrictSection):
     hold_s: int = Field(default=30, ge=0, le=3600, description="how long a request waits for a ready replica "
                         "before 502 (engines restarting, a rolling update)")
     balance: Literal["least_conn", "round_robin"] = "least_conn"
+    access_log_days: int = Field(default=30, ge=1, le=3650, description="days the access log (method, path, "
+                                 "status, size, latency, key id; never bodies, queries or keys) is kept")
 
     @model_validator(mode="after")
     def _tls_inputs(self) -> "Gateway":
@@ -117,3 +119,4 @@ class GatewayArgs(TypedDict, total=False):
     max_body_mb: int
     hold_s: int
     balance: Literal["least_conn", "round_robin"]
+    access_log_days: int

@@ -120,7 +120,7 @@ def gateway_args(d: Deployment, spec: ServiceSpec) -> GatewayArgs | None:
         domains=tuple(g.domains), https_port=g.https_port, http_port=g.http_port, acme_directory=g.acme.directory,
         acme_email=g.acme.email or "", acme_ca_root=_pem(g.acme.ca_root, "target.gateway.acme.ca_root"),
         eab_key_id=g.acme.eab_key_id or "", certificate=_pem(g.certificate, "target.gateway.certificate"),
-        max_body_bytes=g.max_body_mb << 20, hold_s=g.hold_s, balance=g.balance)
+        max_body_bytes=g.max_body_mb << 20, hold_s=g.hold_s, balance=g.balance, access_log_days=g.access_log_days)
     return GatewayArgs(conn_of(t, gh), plan, spec.served_model_name or d.model.name)
 
 

@@ -145,6 +145,19 @@ def test_status_and_drain_read_the_engine_over_ssh_while_the_gateway_refuses_met
     assert busy_in(reads[0].text) == 0 and status.lines()[0] == f"{status.source} engine metrics:"
 
 
+def test_the_host_keeps_an_access_log_without_keys_queries_or_addresses(world):
+    from infra.gateway.caddy import key_id
+
+    assert world.curl("/v1/models?user=alice", KEY)[0] == 200
+    log = f"{world.deployment().target.service_dir}/gateway/access.log"
+    mode = world.gw.exec(f"stat -c %a {log}", check=True).stdout.strip()
+    lines = [json.loads(x) for x in world.gw.exec(f"cat {log}", check=True).stdout.splitlines()]
+    mine = [e for e in lines if e.get("key_id") == key_id(KEY) and e["request"]["uri"] == "/v1/models"]
+    assert mode == "600" and mine and mine[-1]["status"] == 200, lines[-3:]
+    text = json.dumps(lines)
+    assert KEY not in text and "alice" not in text and world.net.address not in text
+
+
 def test_a_body_over_the_limit_is_refused(world):
     big = world.net.exec("head -c 34000000 /dev/zero | tr '\\0' a > /tmp/big; echo ok").stdout
     assert "ok" in big
