@@ -69,3 +69,16 @@ def test_keys_and_secrets_reach_caddy_unchanged_and_only_where_they_belong():
     assert conf["admin"]["config"] == {"persist": False}
     text = json.dumps(conf)
     assert text.count(key) == 1  # in the matcher only: never in a log setting, a header or a body
+
+
+def test_every_number_reaches_caddy_as_an_integer_after_pulumi_turned_it_into_a_float():
+    """Pulumi hands a provider's numbers back as floats; Caddy's config wants integers (roll_keep_days: 30)."""
+    from infra.targets.ssh.args import gateway_args, props_of
+    from infra.targets.ssh.gateway import GatewayArgs
+    from infra.targets.ssh.session import Conn
+
+    plan = GatewayPlan("/srv/g", ("10.0.0.2:8000",), ("/v1/models",), "/health", "off", access_log_days=7)
+    props = props_of(GatewayArgs(Conn("10.0.0.1", 22, "root"), plan, "m"))
+    props["plan"] = {k: float(v) if isinstance(v, int) else v for k, v in props["plan"].items()}
+    text = json.dumps(caddy_config(gateway_args(props).plan, GatewaySecrets(("k" * 40,))))
+    assert ".0," not in text and ".0}" not in text and '"roll_keep_days": 7' in text

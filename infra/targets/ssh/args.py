@@ -44,7 +44,8 @@ def service_args(p: dict) -> ServiceArgs:
 def gateway_args(p: dict) -> GatewayArgs:
     """GatewayProvider inputs -> GatewayArgs."""
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in dict(p["plan"]).items()}
-    ints = ("https_port", "http_port", "max_body_bytes", "hold_s")  # Pulumi hands numbers back as floats
+    # Pulumi hands numbers back as floats; Caddy refuses 30.0 where its config wants an integer.
+    ints = {f.name for f in dataclasses.fields(GatewayPlan) if f.type in (int, "int")}
     plan = GatewayPlan(**{k: int(v) if k in ints else v for k, v in fields.items()})
     return GatewayArgs(Conn.from_dict(p["conn"]), plan, str(p.get("model", "")), str(p.get("public_address", "")))
 
