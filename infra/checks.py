@@ -40,8 +40,8 @@ def _targets() -> tuple:
 
 
 def register_checks() -> None:
-    """Register the engine and target sections with the schema, then the checks of engines, sizing, targets and storage,
-    in the order they run (idempotent)."""
+    """Register the engine and target sections with the schema, then the checks of sizing, engines, targets,
+    storage and privacy (policy.sub_processors), in the order they run (idempotent)."""
     from infra.stack.checkregistry import register_check
     from infra.stack.kinds import register_engines, register_targets
 
@@ -52,3 +52,4 @@ def register_checks() -> None:
     register_check("engine", _lazy("infra.engines.checks", "engine_checks"))
     register_check("target", _target_checks)
     register_check("storage", _lazy("infra.storage.checks", "storage_checks"))
+    register_check("privacy", _lazy("infra.privacy.subprocessors", "check_sub_processors"))

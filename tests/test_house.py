@@ -13,7 +13,7 @@ DOOR = {"__init__.py", "program.py", "errors.py", "checks.py"}
 # and gateway/ (the Caddy config every target runs in front of them) beside it;
 # infra/checks.py gathers every room's validate checks and program.py is the door, so both are at the top, with
 # component/ (the Deployment component that the door and a user's own program construct).
-FLOORS = (("errors", "stack"), ("sizing", "engines", "storage", "render", "gateway"), ("targets",), ("lifecycle",),
+FLOORS = (("errors", "stack"), ("sizing", "engines", "storage", "render", "gateway"), ("targets",), ("lifecycle", "privacy"),
           ("checks", "program", "component"))
 
 

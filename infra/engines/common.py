@@ -81,15 +81,22 @@ def uses_hub(d: Deployment) -> bool:
     return d.model.hf_token is not None or bool(draft and not draft.startswith(("s3://", "/")))
 
 
+def telemetry_switches(d: Deployment, *usage_off: str) -> dict[str, str]:
+    """The environment that keeps the engine from reporting out: its own switches (usage_off), DO_NOT_TRACK and
+    the hub's telemetry off for every engine, and the hub offline unless the engine downloads from it."""
+    env = dict.fromkeys((*usage_off, "DO_NOT_TRACK", "HF_HUB_DISABLE_TELEMETRY"), "1")
+    if not uses_hub(d):
+        env["HF_HUB_OFFLINE"] = "1"
+    return env
+
+
 def hf_env(d: Deployment, *usage_off: str) -> list[EnvVar]:
     """Nothing sent out, then the Hugging Face token when the stack has one (gated tokenizers, HF-id drafts).
 
     usage_off: the engine's own usage-statistics switches, each set to 1. DO_NOT_TRACK and the hub's telemetry
     switch are set for every engine; the hub is offline unless the engine downloads from it (uses_hub).
     """
-    env = [EnvVar(name, "1") for name in (*usage_off, "DO_NOT_TRACK", "HF_HUB_DISABLE_TELEMETRY")]
-    if not uses_hub(d):
-        env.append(EnvVar("HF_HUB_OFFLINE", "1"))
+    env = [EnvVar(name, value) for name, value in telemetry_switches(d, *usage_off).items()]
     if d.model.hf_token is not None:
         env.append(EnvVar("HF_TOKEN", secret=d.model.hf_token, secret_field="model.hf_token"))
     return env

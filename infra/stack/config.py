@@ -232,6 +232,10 @@ class PolicyConfig(Strict):
 
     residency: Literal["eu"] | None = None
     allowed_regions: list[str] = Field(default_factory=list)
+    # None: no allowlist. A list: every party the deployment's data or downloads reach must be on it (validate,
+    # `inferry record --check`): the provider's name, the store's host, the image registry, huggingface.co, ...
+    sub_processors: list[Annotated[str, Field(pattern=ONE_LINE)]] | None = Field(
+        default=None, description="the sub-processors allowed: provider names and hosts (e.g. docker.io)")
 
 
 class Deployment(Strict):

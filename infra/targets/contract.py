@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from infra.render.out import Placed
     from infra.stack.stackfile import Stack
 
-__all__ = ["DeployRequest", "Fill", "MetricsRead", "Resolve", "Target", "TargetArgs", "unchanged"]
+__all__ = ["DeployRequest", "Door", "Fill", "MetricsRead", "ReplicaFacts", "Resolve", "Source", "Target", "TargetArgs",
+           "unchanged"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,43 @@ class MetricsRead:
     source: str  # where it was read, e.g. "host gpu-1"
     text: str | None
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class Source:
+    """Something a target downloads at run time, and from where (an image, a package repository, a CA)."""
+
+    what: str  # e.g. "engine image", "gateway package", "certificate authority"
+    where: str  # an image reference or a URL
+    field: str  # the stack field that chose it (where a policy error points)
+
+
+@dataclass(frozen=True)
+class Door:
+    """How clients reach the deployment, as the target sets it up (the record of processing's "who can call")."""
+
+    url: str  # the endpoint clients call
+    tls: str  # how its certificate is had: "ACME from URL", "the stack's certificate", "off (plain HTTP)", ...
+    keys: int  # client keys accepted now
+    public_ports: tuple[int, ...]  # the ports the door listens on for the internet
+    to_engine: str = ""  # how the door reaches the engines, e.g. "each host's loopback or private address"
+    access_log: str = ""  # where the per-request log is kept ("" none)
+    access_log_days: int | None = None
+
+
+@dataclass(frozen=True)
+class ReplicaFacts:
+    """What one replica's machine says about itself, read from inside: never values that are secrets."""
+
+    source: str  # e.g. "host gpu-1 (10.0.0.2)", "pod x on node y"
+    place: Mapping[str, str] = field(default_factory=dict)  # address, node, region and zone labels, ...
+    gpus: tuple[str, ...] = ()  # as nvidia-smi (or the node) names them
+    env: Mapping[str, str] = field(default_factory=dict)  # only the telemetry switches, as the engine has them
+    flags: tuple[str, ...] = ()  # the option names on the engine's command line, without their values
+    listening: tuple[str, ...] = ()  # TCP addresses it listens on beyond loopback (address:port)
+    key_ids: tuple[str, ...] = ()  # the key ids a gateway there accepts (infra.gateway.caddy.key_id)
+    data: tuple[str, ...] = ()  # folders inferry keeps data in there (weights, engine files, gateway state)
+    error: str | None = None  # why it was not read
 
 
 class Target(Protocol):
@@ -87,4 +125,17 @@ class Target(Protocol):
     def engine_metrics(self, stack: "Stack", resolve: Resolve) -> list[MetricsRead] | None:
         """Each replica's /metrics read from inside the deployment (over SSH, in the cluster), never through the
         public door, which refuses it; None when this target's endpoint still serves them (read its URL)."""
+        ...
+
+    def run_time_sources(self, d: Deployment) -> list[Source]:
+        """What the deployment downloads at run time and from where (images, packages, a certificate authority)."""
+        ...
+
+    def door(self, d: Deployment) -> Door:
+        """How clients reach the deployment, from the stack (the record of processing)."""
+        ...
+
+    def replica_facts(self, stack: "Stack", resolve: Resolve) -> list[ReplicaFacts]:
+        """Each replica's machine as read from inside now: its GPUs, the engine's telemetry switches and options,
+        what listens, what data is kept (the record of processing)."""
         ...

@@ -48,7 +48,13 @@ def weights_store(host_network, s3_server_factory, tmp_path_factory) -> Store:
 
 def deployment(hosts: list, store: Store, engine: dict | None = None, user: str = "root", **target: Any) -> Deployment:
     """A vLLM deployment on these test hosts (process runtime, host keys pinned)."""
-    raw = {
+    return parse_deployment(raw_deployment(hosts, store, engine, user, **target), "test stack")
+
+
+def raw_deployment(hosts: list, store: Store, engine: dict | None = None, user: str = "root",
+                   **target: Any) -> dict[str, Any]:
+    """deployment()'s stack section as a stack file holds it (secrets by environment variable)."""
+    return {
         "model": {"name": MODEL, "weights": f"s3://{BUCKET}/{PREFIX}"},
         "engine": {"kind": "vllm", "max_model_len": 4096, **(engine or {})},
         "target": {"kind": "ssh", "runtime": "process", "health_timeout_s": 20, "private_key": {"env": "TEST_SSH_KEY"},
@@ -60,7 +66,6 @@ def deployment(hosts: list, store: Store, engine: dict | None = None, user: str 
         "provider": {"name": "test-cloud", "region": "eu-test", "gpu": "H200", "price_per_gpu_hour": 3.0},
         "serving": {"port": 8000, "api_key": {"env": "TEST_API_KEY"}},
     }
-    return parse_deployment(raw, "test stack")
 
 
 def secrets(hosts: list, store: Store) -> dict[str, str]:

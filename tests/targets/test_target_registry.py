@@ -66,6 +66,9 @@ class Bare:
     def host_status(self, stack, resolve):
         return []
 
+    def run_time_sources(self, d):
+        return []
+
 
 TARGET = Bare()
 '''

@@ -1,7 +1,6 @@
 """KubernetesTarget: the engine of a ServiceSpec on a Kubernetes cluster, as one Pulumi ComponentResource."""
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pulumi
@@ -17,7 +16,7 @@ from infra.targets.contract import TargetArgs
 # host paths), what restricted would refuse audited (the engines' images run as root, which restricted refuses).
 POD_SECURITY = {"pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/audit": "restricted"}
 from infra.targets.kubernetes.context import Ctx
-from infra.targets.kubernetes.rollout import RolloutProvider
+from infra.targets.kubernetes.rollout import RolloutProvider, kubeconfig_path
 
 TYPE = "inferry:targets:KubernetesTarget"
 
@@ -28,12 +27,6 @@ class Rollout(pulumi.dynamic.Resource, module="inferry", name="Rollout"):
     def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions):
         super().__init__(RolloutProvider(), name, props, opts)
 S3_FIELDS = (SecretField.S3_ACCESS, SecretField.S3_SECRET)
-
-
-def kubeconfig_path(configured: str | None) -> str:
-    """The kubeconfig file, named explicitly: the stack's, else $KUBECONFIG's first file, else ~/.kube/config."""
-    path = configured or (os.environ.get("KUBECONFIG") or "").split(os.pathsep)[0] or "~/.kube/config"
-    return os.path.expanduser(path)
 
 
 def _generation(meta: Any) -> Any:

@@ -44,6 +44,12 @@ def is_contents(kubeconfig: str) -> bool:
     return "\n" in kubeconfig or kubeconfig.lstrip().startswith("{")
 
 
+def kubeconfig_path(configured: str | None) -> str:
+    """The kubeconfig file, named explicitly: the stack's, else $KUBECONFIG's first file, else ~/.kube/config."""
+    path = configured or (os.environ.get("KUBECONFIG") or "").split(os.pathsep)[0] or "~/.kube/config"
+    return os.path.expanduser(path)
+
+
 def api_client(kubeconfig: str, context: str | None) -> Any:
     """A client of the cluster from the kubeconfig's contents or its file (~ expanded, as pulumi-kubernetes does).
 

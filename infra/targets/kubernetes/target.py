@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 from infra.errors import Problem
 from infra.stack.config import Deployment
 from infra.targets.kubernetes.config import KubernetesTarget as Section
-from infra.targets.contract import DeployRequest, Resolve
+from infra.targets.contract import DeployRequest, Door, ReplicaFacts, Resolve, Source
 
 if TYPE_CHECKING:
     from infra.engines.spec import ServiceSpec
@@ -79,6 +79,24 @@ class Kubernetes:
     def engine_metrics(self, stack: "Stack", resolve: Resolve) -> None:
         """None: the Service's auth proxy serves /metrics with the key (status and drain read the endpoint)."""
         return None
+
+    def run_time_sources(self, d: Deployment) -> list[Source]:
+        """The images the pods pull."""
+        from infra.targets.kubernetes.record import run_time_sources
+
+        return run_time_sources(d)
+
+    def door(self, d: Deployment) -> Door:
+        """The Ingress (TLS from its Secret), or the in-cluster Service."""
+        from infra.targets.kubernetes.record import door
+
+        return door(d)
+
+    def replica_facts(self, stack: "Stack", resolve: Resolve) -> list[ReplicaFacts]:
+        """Each serving pod from the API server: its node's region, zone and GPUs, the engine's switches."""
+        from infra.targets.kubernetes.record import replica_facts
+
+        return replica_facts(stack.deployment)
 
 
 TARGET = Kubernetes()

@@ -22,12 +22,13 @@ from infra.targets.ssh.runtime import script
 CADDY = "$(command -v caddy || echo /usr/bin/caddy)"
 # Caddy's own Debian repository (https://caddyserver.com/docs/install#debian-ubuntu-raspbian); its package
 # starts a caddy.service of its own on port 80, which inferry's gateway replaces: it is stopped and disabled.
+CADDY_REPO = "https://dl.cloudsmith.io/public/caddy/stable"
 INSTALL_CADDY = (
     "command -v caddy >/dev/null || [ -x /usr/bin/caddy ] || { export DEBIAN_FRONTEND=noninteractive; "
     "apt-get update -qq && apt-get install -y -qq --no-install-recommends debian-keyring debian-archive-keyring "
-    "apt-transport-https curl gnupg && curl -1sLf https://dl.cloudsmith.io/public/caddy/stable/gpg.key | "
+    "apt-transport-https curl gnupg && curl -1sLf " + CADDY_REPO + "/gpg.key | "
     "gpg --dearmor --yes -o /usr/share/keyrings/caddy-stable-archive-keyring.gpg && "
-    "curl -1sLf https://dl.cloudsmith.io/public/caddy/stable/debian.deb.txt > "
+    "curl -1sLf " + CADDY_REPO + "/debian.deb.txt > "
     "/etc/apt/sources.list.d/caddy-stable.list && apt-get update -qq && apt-get install -y -qq caddy && "
     "{ systemctl disable --now caddy 2>/dev/null || true; }; }")
 

@@ -89,6 +89,17 @@ class Runtime:
                 f"s=stopped; ( {self.status()} ) | grep -q running && s=running; "
                 "echo \"$s $(( n > 0 ? n - 1 : 0 )) $(printf '%s' \"$starts\" | tail -n 1 | awk '{print $NF}')\"")
 
+    def engine_pid(self) -> str:
+        """Prints the host PID of the engine process itself (its /proc/PID has its environment and argv):
+        the container's first process, or the supervisor's child that is not its restart pause."""
+        if self.kind == "docker":
+            return (f"c=$({self._compose('ps -q engine')} 2>/dev/null | head -n 1); [ -n \"$c\" ] && "
+                    "docker inspect --format '{{.State.Pid}}' \"$c\"; true")
+        return (f"p=$(cat {self._d()}/supervisor.pid 2>/dev/null) && for s in /proc/[0-9]*/stat; do "
+                "r=$(sed 's/.*) //' \"$s\" 2>/dev/null) || continue; set -- $r; d=${s%/stat}; "
+                "[ \"$2\" = \"$p\" ] && ! grep -q '^sleep' \"$d/cmdline\" 2>/dev/null && { echo \"${d#/proc/}\"; "
+                "break; }; done; true")
+
     def own_files(self) -> list[str]:
         """Files the runtime itself owns (removed on destroy)."""
         if self.kind == "docker":

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from infra.errors import Problem
 from infra.stack.config import Deployment
 from infra.targets.ssh.config import SshTarget as Section
-from infra.targets.contract import DeployRequest, MetricsRead, Resolve
+from infra.targets.contract import DeployRequest, Door, MetricsRead, ReplicaFacts, Resolve, Source
 
 if TYPE_CHECKING:
     from infra.engines.spec import ServiceSpec
@@ -133,6 +133,31 @@ class Ssh:
         except InferryError:
             api_key = None
         return metrics_reads(d, key, api_key)
+
+    def run_time_sources(self, d: Deployment) -> list[Source]:
+        """The engine image under docker; Caddy's package repository and the ACME directory with a gateway."""
+        from infra.targets.ssh.record import run_time_sources
+
+        return run_time_sources(d)
+
+    def door(self, d: Deployment) -> Door:
+        """The gateway (its TLS, keys, ports and access log), or every host's engine port without one."""
+        from infra.targets.ssh.record import door
+
+        return door(d)
+
+    def replica_facts(self, stack: "Stack", resolve: Resolve) -> list[ReplicaFacts]:
+        """Each host read over SSH: nvidia-smi, the engine process's switches and options, listeners, data."""
+        from infra.errors import InferryError
+        from infra.stack.secretfix import SecretField
+        from infra.targets.ssh.record import replica_facts
+
+        d = stack.deployment
+        try:
+            key = resolve(_section(d).private_key, SecretField.PRIVATE_KEY)
+        except InferryError as e:
+            return [ReplicaFacts("hosts", error=f"not read: {e.render()}")]
+        return replica_facts(d, key)
 
 
 TARGET = Ssh()

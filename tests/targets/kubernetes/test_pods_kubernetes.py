@@ -71,6 +71,39 @@ def test_chat_completions_answer_through_the_service_with_the_key_and_401_withou
     assert status == "401"
 
 
+@pytest.mark.privacy
+def test_the_record_reads_the_pod_back_and_check_names_a_node_outside_the_eu(vllm, node, cluster, store):
+    """`inferry record` on the real node: the pod, its node's region label and GPUs, the running engine's
+    telemetry switches (compared with the process's own /proc/1/environ); a node relabelled outside the EU is
+    named by --check."""
+    region = "topology.kubernetes.io/region"
+    d = on_the_node(cluster, store, "pods-vllm")
+    d["policy"] = {"residency": "eu", "allowed_regions": [store.region, "eu-test"]}
+    vllm.set_deployment("pods", d)  # the policy is not rendered: nothing to apply
+    cluster.kubectl("label", "node", node.name, f"{region}=eu-test", "--overwrite")
+    try:
+        r = vllm.inferry("record", "pods", "--json", "--check")
+        rec = json.loads(r.stdout)
+        pod = pod_of(cluster, "pods-vllm")
+        (rep,) = rec["replicas"]
+        assert rep["source"] == f"pod {pod['metadata']['name']}" and rep["error"] is None, rep
+        assert rep["place"] == {"node": node.name, "region": "eu-test"}, rep
+        gpus = cluster.get("node", node.name)["status"]["allocatable"].get("nvidia.com/gpu", "0")
+        assert len(rep["gpus"]) == int(gpus) > 0, rep
+        environ = cluster.kubectl("exec", "-n", "pods-vllm", pod["metadata"]["name"], "-c", "engine", "--",
+                                  "cat", "/proc/1/environ").stdout
+        running = dict(e.split("=", 1) for e in environ.split("\0") if "=" in e)
+        assert rep["env"] == {k: running[k] for k in rec["telemetry_off"]} == rec["telemetry_off"], rep
+        assert API_KEY not in r.stdout
+        cluster.kubectl("label", "node", node.name, f"{region}=us-east-1", "--overwrite")
+        r = vllm.inferry("record", "pods", "--check", check=False)
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+        assert f"pod {pod['metadata']['name']}: runs on a node outside the EU" in r.stderr, r.stderr
+        assert "'us-east-1'" in r.stderr
+    finally:
+        cluster.kubectl("label", "node", node.name, f"{region}-", check=False)
+
+
 def test_destroy_removes_what_inferry_made_and_the_node_runs_nothing_of_it(vllm, node, cluster):
     vllm.inferry("destroy", "pods", "--yes", timeout=600)
     gone = cluster.kubectl("get", "namespace", "pods-vllm", check=False)
