@@ -79,14 +79,17 @@ def refresh(stack: str = typer.Argument(..., help=STACK_HELP)) -> None:
 @handle_errors
 def destroy(stack: str = typer.Argument(..., help=STACK_HELP),
             yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation")) -> None:
-    """Delete every resource of the stack (the weight store's bucket stays unless force_destroy)."""
+    """Delete every resource of the stack (the weight store's bucket stays unless force_destroy); print, and keep
+    under .inferry/records/, what was removed from each machine."""
     s = load_stack(stack)
     deployer = make_deployer()
     deployer.check(s)  # before the question: a yes must not lead to "Pulumi is missing"
     if not yes:
         confirm(f"destroy every resource of stack {s.name}?")
+    from infra.privacy.removal import destroy_recorded
+
     say(f"destroying {s.name}")
-    changes = deployer.destroy(s, say)
+    changes = destroy_recorded(s, lambda: deployer.destroy(s, say), say)
     say(f"{s.name} destroyed: {changes.line()}")
 
 

@@ -32,7 +32,8 @@ def fingerprint(a: Stack, b: Stack) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _write(path: Path, data: dict) -> None:
+def write_state(path: Path, data: dict) -> None:
+    """Write inferry's own JSON file atomically (a crash never leaves half of one); a clear error if it cannot."""
     _mkdir(path.parent)
     tmp = path.with_suffix(".tmp")
     with _state_errors(path):
@@ -86,7 +87,7 @@ class Journal:
     def mark(self, step: str, detail: str) -> None:
         """Record a finished step."""
         self.done[step] = detail
-        _write(self.path, {"fingerprint": self.fingerprint, "done": self.done, "updated": time.time()})
+        write_state(self.path, {"fingerprint": self.fingerprint, "done": self.done, "updated": time.time()})
 
     def finish(self) -> None:
         """The migration completed: forget it, so the next one starts from the beginning."""
@@ -107,5 +108,5 @@ def load_rate(root: Path | None) -> tuple[float, str]:
 def record_rate(root: Path | None, nbytes: int, seconds: float) -> None:
     """Remember the rate of a real copy (only copies big enough to mean something)."""
     if nbytes >= 1 << 20 and seconds > 0:
-        _write(inferry_dir(root) / JOURNAL_DIR / RATE_FILE, {"bytes_per_s": nbytes / seconds, "bytes": nbytes,
+        write_state(inferry_dir(root) / JOURNAL_DIR / RATE_FILE, {"bytes_per_s": nbytes / seconds, "bytes": nbytes,
                                                 "seconds": seconds, "measured": time.time()})

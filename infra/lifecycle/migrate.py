@@ -197,7 +197,10 @@ class Migration:
         idle = drain(self.a.name, self._source_endpoints(), self.drain, self.say,  # no request is cut off
                      inside=inside_counts(self.a))
         self.say(f"      {idle}")
-        changes = self.deployer.destroy(self.a, lambda line: self.say(f"      {line}"))
+        from infra.privacy.removal import destroy_recorded
+
+        indent = lambda line: self.say(f"      {line}")  # noqa: E731
+        changes = destroy_recorded(self.a, lambda: self.deployer.destroy(self.a, indent), indent)
         self.a_endpoints = []
         return f"{self.a.name} destroyed ({changes.line()})"
 

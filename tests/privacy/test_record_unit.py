@@ -103,3 +103,20 @@ def test_validate_refuses_a_sub_processor_the_allowlist_lacks_and_its_fix_works(
     path.write_text(yaml.safe_dump(doc))  # the printed fix, as printed
     p = _validate(path)
     assert p.returncode == 0, p.stderr
+
+
+def test_what_destroy_removed_is_what_was_there_before_and_is_gone_after(tmp_path):
+    from infra.privacy.removal import keep, removals
+
+    before = [ReplicaFacts("host a", data=("/etc/inferry", "/var/lib/w/m")), ReplicaFacts("host b", data=("/x",)),
+              ReplicaFacts("pod p-1", data=("volume weights",)), ReplicaFacts("host c")]
+    after = [ReplicaFacts("host a", data=("/var/lib/w/m",), error="no engine process runs"),
+             ReplicaFacts("host b", error="not read: host unreachable")]
+    found = removals(before, after)
+    assert [r.line() for r in found] == [
+        "host a: removed /etc/inferry; left /var/lib/w/m",
+        "host b: not read after destroy (not read: host unreachable); it held /x",
+        "pod p-1: removed volume weights"]
+    path = keep("s", found, root=tmp_path)
+    assert path.parent == tmp_path / ".inferry" / "records" and json.loads(path.read_text())["machines"][0] == {
+        "source": "host a", "removed": ["/etc/inferry"], "left": ["/var/lib/w/m"], "unknown": None}

@@ -2,6 +2,7 @@
 its own Docker engine; `inferry status` reports a crash Docker recovered from; destroy removes the container."""
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -63,8 +64,15 @@ def test_status_shows_a_crash_docker_recovered_from(up):
     assert "restarted 1 time since the last apply" in r.stdout, r.stdout
 
 
-def test_destroy_removes_the_container(up):
+def test_destroy_removes_the_container_and_says_what_it_removed_from_the_host(up):
     project, h = up
+    held = h.exec("ls -d /etc/inferry /var/lib/inferry/weights/*", check=True).stdout.split()
     r = project.inferry("destroy", "dock", "--yes")
     assert "dock destroyed:" in r.stdout and container(h) == {}
-    assert h.exec("ls -A /etc/inferry 2>/dev/null").stdout == ""
+    assert h.exec("ls -A /etc/inferry /var/lib/inferry 2>/dev/null").stdout == ""
+    # What it printed, and kept on file, is what the host's disk held before and lacks now.
+    line = next(x for x in r.stdout.splitlines() if x.startswith(f"host {h.name}: removed "))
+    assert sorted(line.split(": removed ", 1)[1].split(", ")) == sorted(held), (line, held)
+    (kept,) = (project.folder / ".inferry" / "records").glob("dock-destroyed-*.json")
+    (machine,) = json.loads(kept.read_text())["machines"]
+    assert sorted(machine["removed"]) == sorted(held) and machine["left"] == []
