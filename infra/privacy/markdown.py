@@ -27,7 +27,7 @@ def _pairs(env) -> str:
 def record_markdown(r: Record) -> str:
     """The whole record, in the order a processing record (GDPR art. 30) is read."""
     d = r.door
-    keys = sorted({k for f in r.replicas for k in f.key_ids})
+    keys = {k: when for f in r.replicas for k, when in f.keys.items()}
     lines = [f"# Record of processing: {r.stack}", "", f"Read from the running deployment at {r.read_at}.", "",
              "## Where inference runs", "",
              f"Provider {r.provider}, region {r.region}, {r.target}"
@@ -56,6 +56,7 @@ def record_markdown(r: Record) -> str:
               else "policy.sub_processors: not set (no allowlist)",
               "", "## Who can call it", "",
               f"- the door: {d.url}, public ports {', '.join(map(str, d.public_ports)) or 'none'}",
-              f"- client keys accepted: {d.keys} in the stack" + (f"; the gateway holds key ids {', '.join(keys)}"
-                                                                  if keys else ""), ""]
+              f"- client keys accepted: {d.keys} in the stack" + ("; the gateway accepts:" if keys else ""),
+              *(f"  - key {k}, first accepted {when or '(date not recorded)'}" for k, when in sorted(keys.items())),
+              ""]
     return "\n".join(lines)

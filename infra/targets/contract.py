@@ -81,7 +81,8 @@ class ReplicaFacts:
     env: Mapping[str, str] = field(default_factory=dict)  # only the telemetry switches, as the engine has them
     flags: tuple[str, ...] = ()  # the option names on the engine's command line, without their values
     listening: tuple[str, ...] = ()  # TCP addresses it listens on beyond loopback (address:port)
-    key_ids: tuple[str, ...] = ()  # the key ids a gateway there accepts (infra.gateway.caddy.key_id)
+    # the ids of the keys a gateway there accepts (infra.gateway.caddy.key_id) -> when each was first accepted
+    keys: Mapping[str, str] = field(default_factory=dict)
     data: tuple[str, ...] = ()  # folders inferry keeps data in there (weights, engine files, gateway state)
     error: str | None = None  # why it was not read
 

@@ -5,6 +5,7 @@ state it needs when run alone.
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import subprocess
@@ -48,6 +49,10 @@ class Fleet:
                               capture_output=True, text=True, env=env, timeout=180)
 
 
+def utc_now() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def engine_env(host) -> list[str]:
     cid = host.exec("docker ps -q --filter label=com.docker.compose.service=engine").stdout.split()[0]
     return json.loads(host.exec(f"docker inspect {cid}", check=True).stdout)[0]["Config"]["Env"]
@@ -58,7 +63,9 @@ def fleet(host_network, weights_store, tmp_path_factory):
     f = Fleet(host_network.add_hosts(["pv1", "pv2"], docker=True), weights_store, tmp_path_factory.mktemp("rec"))
     for h in f.hosts:
         h.set_standin(startup_s=0.5)
+    f.first_applied = utc_now()
     f.apply()
+    f.apply()  # a second apply keeps each key's first date
     yield f
     ssh_apply.destroy(plan_for(f.d), secrets(f.hosts, weights_store))
     for h in f.hosts:
@@ -81,7 +88,9 @@ def test_the_record_matches_the_hosts_and_check_passes(fleet):
         model_dir = plan_for(fleet.d).hosts[0].weights[0].model_dir
         assert model_dir in rep["data"] and fleet.d.target.service_dir in rep["data"], rep
     gw, other = r["replicas"]
-    assert gw["key_ids"] == [key_id(API_KEY)] and other["key_ids"] == []
+    (when,) = gw["keys"].values()  # when the key was first accepted: at the first apply, and kept since
+    assert list(gw["keys"]) == [key_id(API_KEY)] and other["keys"] == {}
+    assert fleet.first_applied <= when <= r["read_at"], (fleet.first_applied, when)
     assert any(a.endswith(":8080") for a in gw["listening"]) and not any(a.endswith(":8000") for a in gw["listening"])
     assert f"{fleet.hosts[1].address}:8000" in other["listening"], other  # the private address, behind the gateway
     md = fleet.record().stdout

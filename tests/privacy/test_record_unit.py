@@ -30,8 +30,10 @@ def test_the_host_command_reads_switches_and_flag_names_never_secrets_or_values(
         caddy = tmp_path / "caddy.json"  # the gateway's config holds keys: only their ids come back
         caddy.write_text(json.dumps({"match": [{"header": {"Authorization": ["Bearer " + SECRET]}}],
                                      "log_append": {"key_id": "sha256:0123456789ab"}}))
+        ledger = tmp_path / "keys.json"
+        ledger.write_text(json.dumps({"sha256:0123456789ab": "2026-12-01T10:00:00Z", "x; rm -rf /": "now"}))
         cmd = facts_command(f"echo {proc.pid}", ["DO_NOT_TRACK", "VLLM_NO_USAGE_STATS", "HF_HUB_OFFLINE"],
-                            str(caddy), [str(tmp_path / "weights"), str(tmp_path / "gone")])
+                            str(caddy), [str(tmp_path / "weights"), str(tmp_path / "gone")], str(ledger))
         out = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=30).stdout
     finally:
         proc.kill()
@@ -40,7 +42,7 @@ def test_the_host_command_reads_switches_and_flag_names_never_secrets_or_values(
     f = parse_facts("host h", {"address": "10.0.0.9"}, out)
     assert f.env == {"DO_NOT_TRACK": "1", "VLLM_NO_USAGE_STATS": "0"} and f.error is None
     assert f.flags == ("-c", "--enable-log-requests", "--api-key", "--served-model-name")
-    assert f.data == (str(tmp_path / "weights"),) and f.key_ids == ("sha256:0123456789ab",)
+    assert f.data == (str(tmp_path / "weights"),) and f.keys == {"sha256:0123456789ab": "2026-12-01T10:00:00Z"}
 
 
 def test_no_engine_process_is_a_replica_that_cannot_be_checked():

@@ -6,6 +6,8 @@ The config holds the keys: it is written 0600 into a 0700 folder, and its hash, 
 """
 from __future__ import annotations
 
+import datetime as dt
+import json
 import posixpath
 import shlex
 from dataclasses import dataclass
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 from infra.errors import RemoteError, SecretError
 from infra.stack.secretfix import SecretField
 from infra.stack.secrets import checked_edge_key
-from infra.gateway.caddy import GatewayPlan, GatewaySecrets, caddy_json
+from infra.gateway.caddy import GatewayPlan, GatewaySecrets, caddy_json, key_id
 from infra.targets.ssh.files import RemoteFile, differing, parse_state, state_command, upload
 from infra.targets.ssh.oplog import Ops
 from infra.targets.ssh.pool import Conn, session
@@ -48,6 +50,11 @@ class GatewayArgs:
         return posixpath.join(self.plan.state_dir, "caddy.json")
 
     @property
+    def ledger_path(self) -> str:
+        """The key ids the gateway accepts and when each was first accepted (key_ledger)."""
+        return posixpath.join(self.plan.state_dir, "keys.json")
+
+    @property
     def pid_path(self) -> str:
         """Caddy's pid file."""
         return posixpath.join(self.plan.state_dir, "caddy.pid")
@@ -76,25 +83,40 @@ class GatewayReport:
     restarts: int
 
 
-def _files(a: GatewayArgs, sec: GatewaySecrets) -> list[RemoteFile]:
-    files = [RemoteFile(a.conf_path, caddy_json(a.plan, sec), 0o600)]
+def key_ledger(old_text: str, keys: tuple[str, ...], now: str) -> str:
+    """The ledger of the keys the gateway accepts: each key's id and when it was first accepted (kept from the
+    old ledger for a key still there; `now` for a new one). Ids only, never keys (the record reads it)."""
+    try:
+        old = json.loads(old_text) if old_text.strip() else {}
+    except ValueError:
+        old = {}
+    old = old if isinstance(old, dict) else {}
+    return json.dumps({k: str(old.get(k) or now) for k in (key_id(x) for x in keys)}, indent=1) + "\n"
+
+
+def _files(a: GatewayArgs, sec: GatewaySecrets, ledger_text: str = "") -> list[RemoteFile]:
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    files = [RemoteFile(a.conf_path, caddy_json(a.plan, sec), 0o600),
+             RemoteFile(a.ledger_path, key_ledger(ledger_text, sec.api_keys, now), 0o600)]
     if a.plan.acme_ca_root:
         files.append(RemoteFile(a.plan.ca_root_path, a.plan.acme_ca_root, 0o644))
     return files
 
 
-def _read(a: GatewayArgs, s, files: list[str]) -> tuple[dict, bool]:
-    """({path: (mode, sha256)}, whether Caddy runs): one round trip."""
+def _read(a: GatewayArgs, s, files: list[str]) -> tuple[dict, bool, str]:
+    """({path: (mode, sha256)}, whether Caddy runs, the key ledger's text): one round trip."""
     pid = shlex.quote(a.pid_path)
     probe = s.run(f"{state_command(files)}; echo @@status; p=$(cat {pid} 2>/dev/null) && "
-                  "kill -0 \"$p\" 2>/dev/null && echo running; true", "read gateway state")
-    state_text, _, status = probe.out.partition("@@status\n")
-    return parse_state(state_text), status.strip() == "running"
+                  "kill -0 \"$p\" 2>/dev/null && echo running; echo @@ledger; "
+                  f"cat {shlex.quote(a.ledger_path)} 2>/dev/null; true", "read gateway state")
+    state_text, _, rest = probe.out.partition("@@status\n")
+    status, _, ledger = rest.partition("@@ledger\n")
+    return parse_state(state_text), status.strip() == "running", ledger
 
 
 def gateway_drift(a: GatewayArgs, private_key: str, config_sha256: str) -> list[str]:
     """What differs on the host from the last apply: the config (by its recorded hash), a stopped Caddy."""
-    state, running = _read(a, session(a.conn, private_key), [a.conf_path])
+    state, running, _ = _read(a, session(a.conn, private_key), [a.conf_path])
     out = [] if state.get(a.conf_path) == (0o600, config_sha256) else [f"{a.conf_path} changed"]
     return out + ([] if running else ["the gateway (caddy) is not running"])
 
@@ -112,8 +134,8 @@ def _start(a: GatewayArgs, running: bool) -> str:
 def ensure_gateway(a: GatewayArgs, private_key: str, sec: GatewaySecrets) -> GatewayReport:
     """Write the config when it differs, reload or start Caddy when needed, then check it reaches a replica."""
     s = session(a.conn, private_key)
-    want = _files(a, sec)
-    state, running = _read(a, s, [f.path for f in want])
+    state, running, ledger = _read(a, s, [a.conf_path, a.ledger_path, a.plan.ca_root_path])
+    want = _files(a, sec, ledger)
     change = differing(want, state)
     if change or not running:
         s.run(INSTALL_CADDY, "install caddy", timeout=900)

@@ -3,6 +3,7 @@ from the running process), what listens beyond loopback, the gateway's key ids a
 from __future__ import annotations
 
 import ipaddress
+import json
 import posixpath
 import re
 import shlex
@@ -15,9 +16,10 @@ from infra.targets.ssh.facts import MARK, SMI_QUERY, parse_gpus, sections
 from infra.targets.ssh.pool import session
 
 KEY_ID = r"sha256:[0-9a-f]{12}"
+WHEN = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
 
 
-def facts_command(pid_cmd: str, switches: list[str], caddy_json: str, folders: list[str]) -> str:
+def facts_command(pid_cmd: str, switches: list[str], caddy_json: str, folders: list[str], ledger: str = "") -> str:
     """One read-only command; each part after its MARK line. Only the switches' names are let out of the
     engine's environment (it holds the store keys), only option names out of its argv, key ids out of Caddy's."""
     names = "|".join(re.escape(n) for n in switches) or "^$"
@@ -32,6 +34,7 @@ def facts_command(pid_cmd: str, switches: list[str], caddy_json: str, folders: l
         "[ -n \"$pid\" ] && tr '\\0' '\\n' < /proc/$pid/cmdline | grep -E '^--?[A-Za-z]' | sed 's/=.*//'",
         f"echo {MARK}listen", "ss -Hltn 2>/dev/null | awk '{print $4}'",
         f"echo {MARK}keys", keys,
+        f"echo {MARK}ledger", f"cat {shlex.quote(ledger)} 2>/dev/null; echo" if ledger else "true",  # a file may lack its last newline
         f"echo {MARK}data", f"for f in {folder_list}; do [ -e \"$f\" ] && echo \"$f\"; done", "true"])
 
 
@@ -46,15 +49,28 @@ def _public(addr: str) -> bool:
         return True
 
 
+def _ledger(text: str) -> dict[str, str]:
+    """The gateway's key ledger (key id -> first accepted); a file that does not parse gives no dates."""
+    try:
+        doc = json.loads(text) if text.strip() else {}
+    except ValueError:
+        return {}
+    if not isinstance(doc, dict):
+        return {}
+    return {k: v for k, v in doc.items() if re.fullmatch(KEY_ID, str(k)) and re.fullmatch(WHEN, str(v))}
+
+
 def parse_facts(source: str, place: dict[str, str], text: str) -> ReplicaFacts:
     """ReplicaFacts from what facts_command printed."""
     part = sections(text)
+    added = _ledger(part.get("ledger", ""))
     gpus, smi_error = parse_gpus(part.get("smi", ""))
     env = dict(line.split("=", 1) for line in part.get("env", "").splitlines() if "=" in line)
     lines = lambda name: tuple(x for x in part.get(name, "").splitlines() if x.strip())  # noqa: E731
     pid = part.get("pid", "").strip()
     return ReplicaFacts(source, place, tuple(g.name for g in gpus), env, tuple(dict.fromkeys(lines("flags"))),
-                        tuple(sorted({a for a in lines("listen") if _public(a)})), lines("keys"), lines("data"),
+                        tuple(sorted({a for a in lines("listen") if _public(a)})),
+                        {k: added.get(k, "") for k in lines("keys")}, lines("data"),
                         None if pid else "no engine process runs (not applied, stopped or destroyed)")
 
 
@@ -74,7 +90,8 @@ def replica_facts(d: Deployment, private_key: str) -> list[ReplicaFacts]:
         folders = [a.service_dir, *(w.model_dir for w in hp.weights), *([gw.plan.state_dir] if on_gateway else [])]
         place = {"address": a.conn.address, **({"gateway": "yes"} if on_gateway else {})}
         source = f"host {a.conn.label}"
-        cmd = facts_command(a.rt.engine_pid(), switches, gw.conf_path if on_gateway else "", folders)
+        cmd = facts_command(a.rt.engine_pid(), switches, gw.conf_path if on_gateway else "", folders,
+                            gw.ledger_path if on_gateway else "")
         try:
             out = session(a.conn, private_key).run(cmd, "read the host's facts for the record", check=False).out
         except InferryError as e:
