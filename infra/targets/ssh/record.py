@@ -79,6 +79,7 @@ def replica_facts(d: Deployment, private_key: str) -> list[ReplicaFacts]:
     from infra.engines.common import telemetry_switches
     from infra.engines.registry import engine_for
     from infra.targets.ssh.plan import plan_deployment
+    from infra.targets.ssh.service import built_engines
 
     plan = plan_deployment(d)
     switches = list(telemetry_switches(d, *engine_for(d.engine.kind).usage_off))
@@ -87,7 +88,8 @@ def replica_facts(d: Deployment, private_key: str) -> list[ReplicaFacts]:
     def one(hp) -> ReplicaFacts:
         a = hp.service
         on_gateway = gw is not None and (gw.conn.address, gw.conn.port) == (a.conn.address, a.conn.port)
-        folders = [a.service_dir, *(w.model_dir for w in hp.weights), *([gw.plan.state_dir] if on_gateway else [])]
+        folders = [a.service_dir, *(w.model_dir for w in hp.weights), *built_engines(a),
+                   *([gw.plan.state_dir] if on_gateway else [])]
         place = {"address": a.conn.address, **({"gateway": "yes"} if on_gateway else {})}
         source = f"host {a.conn.label}"
         cmd = facts_command(a.rt.engine_pid(), switches, gw.conf_path if on_gateway else "", folders,

@@ -23,6 +23,7 @@ COMPOSE, ENV, LAUNCHER = "compose.yaml", "inferry.env", "run-engine.sh"
 PROXY, BUILD = "auth-proxy.conf", "build-engine.sh"
 PROJECT = "inferry"  # docker compose project name
 ENGINES_HOST_DIR = "/var/lib/inferry/engines"  # built TensorRT engines on an SSH host
+CACHE = "cache"  # a bare process's caches, in its service folder (own_caches)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -38,8 +39,22 @@ def ssh_spec(stack_or_deployment: Any, runtime: str | None = None) -> ServiceSpe
     t = d.target
     assert isinstance(t, SshTarget)
     if (runtime or t.runtime) == "docker":
-        return service_spec(d)
-    return service_spec(d, models_dir=t.weights_cache, config_dir=t.service_dir)
+        return service_spec(d)  # its caches are in the container's own layer, removed with it
+    return own_caches(service_spec(d, models_dir=t.weights_cache, config_dir=t.service_dir), t.service_dir)
+
+
+def own_caches(spec: ServiceSpec, service_dir: str) -> ServiceSpec:
+    """A bare process keeps its caches (the hub's, vLLM's compile cache, Triton's and Inductor's kernels) in its
+    service folder, which destroy removes: in root's ~/.cache or /tmp they would outlive the deployment on a
+    rented machine."""
+    from dataclasses import replace
+
+    from infra.engines.spec import EnvVar
+
+    cache = posixpath.join(service_dir, CACHE)
+    env = (EnvVar("XDG_CACHE_HOME", cache), EnvVar("TRITON_CACHE_DIR", posixpath.join(cache, "triton")),
+           EnvVar("TORCHINDUCTOR_CACHE_DIR", posixpath.join(cache, "inductor")))
+    return replace(spec, env=spec.env + env)
 
 
 def behind_gateway(spec: ServiceSpec, bind: str, runtime: str) -> ServiceSpec:

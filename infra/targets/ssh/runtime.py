@@ -100,6 +100,12 @@ class Runtime:
                 "[ \"$2\" = \"$p\" ] && ! grep -q '^sleep' \"$d/cmdline\" 2>/dev/null && { echo \"${d#/proc/}\"; "
                 "break; }; done; true")
 
+    def own_folders(self) -> list[str]:
+        """Folders the runtime itself fills (removed whole on destroy): a bare process's caches."""
+        from infra.targets.ssh.render import CACHE
+
+        return [] if self.kind == "docker" else [posixpath.join(self.service_dir, CACHE)]
+
     def own_files(self) -> list[str]:
         """Files the runtime itself owns (removed on destroy)."""
         if self.kind == "docker":

@@ -260,14 +260,28 @@ def _indent(text: str) -> str:
 
 
 def remove_service(a: ServiceArgs, private_key: str) -> None:
-    """Destroy: stop the service, remove its files and folder (the weights cache stays)."""
+    """Destroy: stop the service, remove its files, its caches, a built TensorRT engine and its folder (the
+    weights step removes the weights)."""
     s = session(a.conn, private_key)
     paths = [f.path for f in a.files] + [posixpath.join(a.service_dir, n) for n in (DEPENDS_FILE, "supervise.sh")]
     paths += a.rt.own_files() + [a.ops_log] + secret_paths(a)
     paths += [prev_path(p) for p in paths]  # copies an interrupted update may have left
     rm = " ".join(shlex.quote(p) for p in sorted(set(paths)))
-    s.run(f"{a.rt.stop()}; rm -f {rm}; rmdir {shlex.quote(a.service_dir)} 2>/dev/null; true",
-          "remove the service")
+    folders = a.rt.own_folders() + built_engines(a)
+    rm_rf = f"rm -rf {' '.join(shlex.quote(p) for p in folders)}; " if folders else ""
+    # rmdir removes a folder only when it is empty: one the user keeps other files in stays.
+    empty = " ".join(shlex.quote(p) for p in [a.service_dir, *map(posixpath.dirname, built_engines(a))])
+    s.run(f"{a.rt.stop()}; rm -f {rm}; {rm_rf}rmdir {empty} 2>/dev/null; true", "remove the service")
+
+
+def built_engines(a: ServiceArgs) -> list[str]:
+    """The TensorRT engine folder the engine reads on the host (a GPU-specific build of the weights)."""
+    from infra.targets.ssh.render import ENGINES_HOST_DIR
+
+    build = a.spec.get("build")
+    if not build:
+        return []
+    return [posixpath.join(ENGINES_HOST_DIR, posixpath.basename(str(build["output_dir"]).rstrip("/")))]
 
 
 def secret_paths(a: ServiceArgs) -> list[str]:

@@ -269,6 +269,9 @@ def test_outputs_are_the_stacks(world):
 def test_destroy_removes_in_dependency_order_and_again_is_a_noop(world):
     svc = world.outputs("two", "ssh-re1-service")
     model_dir = world.outputs("two", "ssh-re1-weights")["model_dir"]
+    for h in world.hosts:  # what a real engine compiles into its cache (XDG_CACHE_HOME: the service folder's)
+        h.exec(f"mkdir -p {svc['service_dir']}/cache/vllm/torch_compile_cache && echo k > "
+               f"{svc['service_dir']}/cache/vllm/torch_compile_cache/graph", check=True)
     r = world.project.pulumi("destroy", "--yes", "--stack", "two")
     order = re.findall(r"(ssh-\S+|weights-bucket) deleted", r.stdout)
     assert order.index("ssh-gateway") < min(order.index(f"ssh-{h.name}-service") for h in world.hosts)

@@ -74,6 +74,9 @@ def test_the_running_engine_sends_nothing_out(fleet):
         assert engines, f"no vllm serve process on {h.name}"
         for env in engines:
             assert {k: env.get(k) for k in PRIVACY} == PRIVACY
+            # its caches go where destroy removes them, not into root's ~/.cache or /tmp
+            cache = f"{fleet[1].target.service_dir}/cache"
+            assert (env["XDG_CACHE_HOME"], env["TRITON_CACHE_DIR"]) == (cache, f"{cache}/triton"), env
 
 
 def test_second_apply_changes_nothing(fleet):
