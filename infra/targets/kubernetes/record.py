@@ -52,9 +52,9 @@ def _pod_facts(pod: Any, node: Any, switches: list[str]) -> ReplicaFacts:
     place = {"node": pod.spec.node_name or "(not scheduled)", **({"region": labels[REGION]} if REGION in labels else {}),
              **({"zone": labels[ZONE]} if ZONE in labels else {})}
     data = tuple(f"volume {v.name}" for v in pod.spec.volumes or [] if v.persistent_volume_claim or v.empty_dir)
-    return ReplicaFacts(f"pod {pod.metadata.name}", place, (labels.get(GPU_PRODUCT, "nvidia.com/gpu"),) * gpus,
-                        env, flags, (), (), data, None if pod.status.phase == "Running" else
-                        f"pod is {pod.status.phase}")
+    return ReplicaFacts(f"pod {pod.metadata.name}", place, gpus=(labels.get(GPU_PRODUCT, "nvidia.com/gpu"),) * gpus,
+                        env=env, flags=flags, data=data,
+                        error=None if pod.status.phase == "Running" else f"pod is {pod.status.phase}")
 
 
 def replica_facts(d: Deployment) -> list[ReplicaFacts]:

@@ -77,6 +77,8 @@ def test_the_record_reads_the_pod_back_and_check_names_a_node_outside_the_eu(vll
     telemetry switches (compared with the process's own /proc/1/environ); a node relabelled outside the EU is
     named by --check."""
     region = "topology.kubernetes.io/region"
+    if not vllm.resources("pods"):  # run alone: bring it up as the first test does
+        vllm.inferry("up", "pods", timeout=600)
     d = on_the_node(cluster, store, "pods-vllm")
     d["policy"] = {"residency": "eu", "allowed_regions": [store.region, "eu-test"]}
     vllm.set_deployment("pods", d)  # the policy is not rendered: nothing to apply
@@ -94,12 +96,16 @@ def test_the_record_reads_the_pod_back_and_check_names_a_node_outside_the_eu(vll
                                   "cat", "/proc/1/environ").stdout
         running = dict(e.split("=", 1) for e in environ.split("\0") if "=" in e)
         assert rep["env"] == {k: running[k] for k in rec["telemetry_off"]} == rec["telemetry_off"], rep
+        cmdline = cluster.kubectl("exec", "-n", "pods-vllm", pod["metadata"]["name"], "-c", "engine", "--",
+                                  "cat", "/proc/1/cmdline").stdout.split("\0")
+        argv_flags = list(dict.fromkeys(a.split("=", 1)[0] for a in cmdline if a.startswith("--")))
+        assert [f for f in rep["flags"] if f.startswith("--")] == argv_flags and argv_flags, (rep, cmdline)
         assert API_KEY not in r.stdout
-        cluster.kubectl("label", "node", node.name, f"{region}=us-east-1", "--overwrite")
+        cluster.kubectl("label", "node", node.name, f"{region}=ap-northeast-1", "--overwrite")  # Tokyo: not the store's region
         r = vllm.inferry("record", "pods", "--check", check=False)
         assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
         assert f"pod {pod['metadata']['name']}: runs on a node outside the EU" in r.stderr, r.stderr
-        assert "'us-east-1'" in r.stderr
+        assert "'ap-northeast-1'" in r.stderr
     finally:
         cluster.kubectl("label", "node", node.name, f"{region}-", check=False)
 
