@@ -89,7 +89,11 @@ class Node:
         """Network, containerd with the images, kubelet, kube-proxy; then wait Ready and advertise GPUs."""
         self.teardown.stop()  # what a killed session with the same number left
         self.teardown.before()
-        archive = node_images(engine_images, fetch_image, proxy_image)
+        from infra.targets.kubernetes.config import KubeGateway
+        from tests.support.realengine import TOOLS_BIN
+
+        archive = node_images(engine_images, fetch_image, proxy_image, KubeGateway.model_fields["image"].default,
+                              TOOLS_BIN / "caddy")
         self._network()
         self._write_config()
         self._spawn("containerd", self.tools["containerd"], "--config", str(self.lay.run / "containerd.toml"))

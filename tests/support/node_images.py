@@ -7,7 +7,8 @@ minbase with python3, PyYAML, nginx, and the stand-ins). On top of it:
 - the weights fetch image (the target's `fetch_image`): the real aws CLI v1 and its pure-Python dependencies,
   copied from this venv (Debian's awscli 2.9 ignores AWS_ENDPOINT_URL, which the fetch script relies on);
 - the auth proxy's nginx image: an entrypoint that renders /etc/nginx/templates/*.template with the
-  environment, as the official nginx image's envsubst step does, then runs nginx.
+  environment, as the official nginx image's envsubst step does, then runs nginx;
+- the gateway's Caddy image: the real Caddy binary scripts/tools.sh built (static), at /usr/bin/caddy.
 Cached under the images folder by the content of its inputs.
 """
 from __future__ import annotations
@@ -97,23 +98,29 @@ def _config(diff_ids: list[str], cmd: list[str] | None, entrypoint: list[str] | 
                        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{d}" for d in diff_ids]}}).encode()
 
 
-def node_images(engines: list[str], fetch: str, proxy: str) -> Path:
-    """The archive with every image above under its name (built once per inputs)."""
+def node_images(engines: list[str], fetch: str, proxy: str, gateway: str, caddy: Path) -> Path:
+    """The archive with every image above under its name (built once per inputs); GATEWAY: the real Caddy
+    binary (CADDY, built from the Go module proxy by scripts/tools.sh) as the gateway's image."""
     base = standin_image()
     aws = _layer([(n, p.read_bytes(), 0o644) for n, p in awscli_files()] + [("usr/local/bin/aws", AWS.encode(), 0o755)])
     nginx = _layer([("docker-entrypoint.py", ENTRYPOINT.encode(), 0o755), ("etc/nginx/templates/.keep", b"", 0o644)])
-    key = hashlib.sha256(json.dumps([base.name, engines, fetch, proxy, SANDBOX_IMAGE]).encode() + aws + nginx)
+    gw = _layer([("usr/bin/caddy", caddy.read_bytes(), 0o755)])
+    key = hashlib.sha256(json.dumps([base.name, engines, fetch, proxy, gateway, SANDBOX_IMAGE]).encode() + aws + nginx
+                         + hashlib.sha256(gw).digest())
     out = CACHE / f"node-{key.hexdigest()[:12]}.tar"
     if out.exists():
         return out
     base_id, aws_id, nginx_id = _sha256_file(base), hashlib.sha256(aws).hexdigest(), hashlib.sha256(nginx).hexdigest()
+    gw_id = hashlib.sha256(gw).hexdigest()
     images = [(engines, [base_id], None, None), ([SANDBOX_IMAGE], [base_id], ["sleep", "infinity"], None),
-              ([fetch], [base_id, aws_id], ["aws"], None), ([proxy], [base_id, nginx_id], None, ["/docker-entrypoint.py"])]
+              ([fetch], [base_id, aws_id], ["aws"], None), ([proxy], [base_id, nginx_id], None, ["/docker-entrypoint.py"]),
+              ([gateway], [base_id, gw_id], ["caddy", "run"], None)]
     manifest = []
     with tarfile.open(f"{out}.tmp", "w") as tar:
         tar.add(base, f"{base_id}/layer.tar")
         _add(tar, f"{aws_id}/layer.tar", aws)
         _add(tar, f"{nginx_id}/layer.tar", nginx)
+        _add(tar, f"{gw_id}/layer.tar", gw)
         for i, (names, layers, cmd, entry) in enumerate(images):
             _add(tar, f"config-{i}.json", _config(layers, cmd, entry))
             manifest.append({"Config": f"config-{i}.json", "RepoTags": names, "Layers": [f"{d}/layer.tar" for d in layers]})

@@ -60,8 +60,9 @@ def store(node, s3_server_factory, tmp_path_factory) -> Iterator:
 
 
 def serving_pods(cluster, namespace: str) -> list[dict]:
-    """The engine's pods that are not being deleted."""
-    return [p for p in cluster.get("pods", namespace=namespace)["items"] if not p["metadata"].get("deletionTimestamp")]
+    """The engine's pods that are not being deleted (not the gateway's)."""
+    return [p for p in cluster.get("pods", namespace=namespace)["items"] if not p["metadata"].get("deletionTimestamp")
+            and p["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "engine"]
 
 
 def pod_of(cluster, namespace: str) -> dict:

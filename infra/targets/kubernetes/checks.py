@@ -93,6 +93,23 @@ def check_kubernetes(d: Deployment) -> list[Problem]:
                                 "prefix in storage.bucket, e.g. llama-3.1-8b-instruct", repr(d.model.weights)))
     if len(app_name(d)) > 52:
         problems.append(Problem("model.name", "too long for Kubernetes object names", repr(d.model.name)))
+    return problems + _gateway(d, t)
+
+
+def _gateway(d: Deployment, t: TargetSection) -> list[Problem]:
+    """What the cluster's gateway cannot front yet: an engine behind its own auth proxy, the HTTP add-on."""
+    from infra.engines.registry import engine_for
+
+    if t.gateway is None:
+        return []
+    problems = []
+    if engine_for(d.engine.kind).needs_auth_proxy:
+        problems.append(Problem("target.gateway", f"{d.engine.kind} on Kubernetes keeps its own auth proxy, which "
+                                "wants the key the gateway removes", hint="drop target.gateway for this engine"))
+    if t.autoscaling is not None and t.autoscaling.scale_to_zero:
+        problems.append(Problem("target.gateway", "scale_to_zero wakes pods through the HTTP add-on's "
+                                "interceptor, which would bypass the gateway",
+                                hint="drop target.gateway or autoscaling.scale_to_zero"))
     return problems
 
 

@@ -9,7 +9,7 @@ import pulumi_kubernetes as k8s
 
 from infra.stack.secretfix import SecretField
 from infra.errors import InferryError
-from infra.targets.kubernetes import build, pod, scaling, weights
+from infra.targets.kubernetes import build, gateway, pod, scaling, weights
 from infra.targets.contract import TargetArgs
 
 # Pod Security admission on the namespace inferry makes: baseline enforced (no privileged pods, host namespaces or
@@ -27,6 +27,12 @@ class Rollout(pulumi.dynamic.Resource, module="inferry", name="Rollout"):
     def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions):
         super().__init__(RolloutProvider(), name, props, opts)
 S3_FIELDS = (SecretField.S3_ACCESS, SecretField.S3_SECRET)
+
+
+def _cluster_ip(spec: Any) -> str | None:
+    """A Service's cluster IP (a typed spec, or a dict under mocks, which have none)."""
+    ip = getattr(spec, "cluster_ip", None) if hasattr(spec, "cluster_ip") else (spec or {}).get("clusterIP")
+    return ip if ip and ip != "None" else None
 
 
 def _generation(meta: Any) -> Any:
@@ -80,6 +86,8 @@ class KubernetesTarget(pulumi.ComponentResource):
         # failed rollout's `up` that long on a real node (its pods exist but never become ready).
         service = self._make(k8s.core.v1.Service, "service", base + [deployment],
                              metadata=ctx.meta(ctx.name, "engine"), spec=scaling.service_spec(ctx))
+        if ctx.t.gateway is not None:
+            self._gateway(base + [service], dict(args.secrets), service)
         self._extras(base + [deployment, service])
         url = self._url()
         self.endpoint = pulumi.Output.all(deployment.id, service.id).apply(lambda _: url)
@@ -138,9 +146,27 @@ class KubernetesTarget(pulumi.ComponentResource):
         self.objects["rollout"], self.waits_for["rollout"] = rollout, ("deployment",)
         return rollout
 
+    def _gateway(self, deps: list, secrets: dict[str, Any], engine_service: Any) -> None:
+        """Caddy in front of the engine's Service: its config (keys in it) in a Secret, its Deployment, Service."""
+        ctx = self._ctx
+        fields = [f for f in (SecretField.API_KEY, SecretField.PREVIOUS_API_KEY) if f in secrets]
+        ip = engine_service.spec.apply(lambda sp: _cluster_ip(sp))
+        keys = pulumi.Output.all(ip, *(secrets[f] for f in fields))
+        conf = keys.apply(lambda v: gateway.config_text(ctx, tuple(v[1:]), v[0]))
+        rolls = pulumi.Output.unsecret(keys.apply(lambda v: gateway.config_hash(ctx, tuple(v[1:]), v[0])))
+        meta = ctx.meta(gateway.gateway_name(ctx), "gateway")
+        secret = self._make(k8s.core.v1.Secret, "gateway-config", deps, type="Opaque", metadata=meta,
+                            string_data={gateway.CONF: pulumi.Output.secret(conf)})
+        pods = self._make(k8s.apps.v1.Deployment, "gateway", deps + [secret], metadata=meta,
+                          spec=rolls.apply(lambda h: gateway.deployment_spec(ctx, h)))
+        self._make(k8s.core.v1.Service, "gateway-service", deps + [pods], metadata=meta,
+                   spec=gateway.service_spec(ctx))
+        self._make(k8s.networking.v1.NetworkPolicy, "engine-policy", deps, metadata=ctx.meta(ctx.name, "engine"),
+                   spec=gateway.network_policy_spec(ctx))
+
     def _extras(self, deps: list) -> None:
         ctx, t = self._ctx, self._ctx.t
-        backend, port = ctx.name, ctx.spec.port
+        backend, port = (gateway.gateway_name(ctx), 80) if t.gateway is not None else (ctx.name, ctx.spec.port)
         if ctx.scales_to_zero:
             wake = self._make(k8s.core.v1.Service, "wake", deps, metadata=ctx.meta(f"{ctx.name}-wake", "wake"),
                               spec=scaling.wake_service_spec(ctx))
@@ -177,6 +203,8 @@ class KubernetesTarget(pulumi.ComponentResource):
         if ctx.t.ingress is not None:
             scheme = "https" if ctx.t.ingress.tls_secret else "http"
             return f"{scheme}://{ctx.t.ingress.host}"
+        if ctx.t.gateway is not None:
+            return f"http://{gateway.gateway_name(ctx)}.{ctx.ns}.svc.cluster.local"
         if ctx.scales_to_zero:  # through the interceptor, so that a request wakes a replica
             return f"http://{ctx.name}-wake.{ctx.ns}.svc.cluster.local:{ctx.t.autoscaling.interceptor_port}"
         return f"http://{ctx.name}.{ctx.ns}.svc.cluster.local:{ctx.spec.port}"

@@ -59,6 +59,25 @@ class Ingress(StrictSection):
     class_name: str | None = Field(default=None, pattern=DNS1123)
 
 
+class KubeGateway(StrictSection):
+    """Caddy in front of the engine pods (infra/gateway/caddy.py): keys and the allowlist at the edge, the engines
+    carrying no client key; TLS stays at the Ingress, as clusters do it."""
+
+    image: str = Field(default="caddy:2.11.9", min_length=1, pattern=r"^\S+$", description="Caddy 2 image")
+    replicas: int = Field(default=2, ge=1, le=100, description="gateway pods (two: one may restart while the "
+                          "other serves)")
+    max_body_mb: int = Field(default=32, ge=1, le=1024, description="largest request body; larger gets 413")
+    hold_s: int = Field(default=30, ge=0, le=3600, description="how long a request waits for a ready engine pod "
+                        "before 502 (pods restarting, a rolling update)")
+    access_log_days: int = Field(default=30, ge=1, le=3650, description="days a gateway pod keeps its access log "
+                                 "(method, path, status, size, latency, key id; never bodies, queries or keys)")
+    scraper_namespace: str = Field(default="monitoring", pattern=DNS1123, description="the namespace whose pods "
+                                   "may still reach the engines directly: the metrics scraper's (Prometheus)")
+    # CPU nodes by default: nothing of the engine's node_selector or GPU affinity applies to the gateway.
+    node_selector: dict[str, str] = Field(default_factory=dict, description="where its pods may run")
+    tolerations: list[Toleration] = Field(default_factory=list)
+
+
 class KubernetesTarget(TargetBase):
     """Deploy onto a Kubernetes cluster with pulumi-kubernetes."""
 
@@ -76,6 +95,7 @@ class KubernetesTarget(TargetBase):
     tolerations: list[Toleration] = Field(default_factory=list)
     autoscaling: Autoscaling | None = None
     ingress: Ingress | None = None
+    gateway: KubeGateway | None = None
     pdb_min_available: int | None = Field(default=None, ge=0, le=1000)
     service_monitor: bool = False
     startup_timeout_s: int = Field(default=1800, ge=60, le=INT32_MAX,
@@ -129,6 +149,7 @@ class KubernetesTargetArgs(TypedDict, total=False):
     tolerations: Sequence[Mapping[str, Any]]
     autoscaling: Mapping[str, Any]
     ingress: Mapping[str, Any]
+    gateway: Mapping[str, Any]
     pdb_min_available: int
     service_monitor: bool
     startup_timeout_s: int

@@ -9,10 +9,17 @@ from infra.targets.contract import DeployRequest
 
 
 def spec_for(d: Deployment) -> ServiceSpec:
-    """The engine's ServiceSpec with container paths, exactly as the SSH target's docker runtime builds it."""
-    from infra.engines import service_spec
+    """The engine's ServiceSpec with container paths, exactly as the SSH target's docker runtime builds it; behind
+    the gateway without the client key (the gateway checks it, and removes it, so no engine logs one)."""
+    from dataclasses import replace
 
-    return service_spec(d)
+    from infra.engines import service_spec
+    from infra.stack.secretfix import SecretField
+
+    spec = service_spec(d)
+    if getattr(d.target, "gateway", None) is None:
+        return spec
+    return replace(spec, env=tuple(e for e in spec.env if e.secret_field != SecretField.API_KEY))
 
 
 def deploy(req: DeployRequest) -> dict[str, Any]:

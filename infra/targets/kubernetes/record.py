@@ -11,6 +11,7 @@ from infra.targets.contract import Door, ReplicaFacts, Source
 REGION, ZONE = "topology.kubernetes.io/region", "topology.kubernetes.io/zone"
 GPU_PRODUCT = "nvidia.com/gpu.product"
 SERVICE = "the Service reaches each pod's auth proxy or engine on the pod network"
+GATEWAY = "the gateway's Caddy pods check the key and reach the engine's Service on the pod network"
 
 
 def door(d: Deployment) -> Door:
@@ -18,14 +19,19 @@ def door(d: Deployment) -> Door:
     from infra.targets.kubernetes.names import app_name
 
     t = d.target
+    keys = 1 + (t.gateway is not None and d.serving.previous_api_key is not None)
+    to = GATEWAY if t.gateway is not None else SERVICE
+    if t.ingress is None and t.gateway is not None:
+        return Door(f"http://{app_name(d)}-gateway.{t.namespace}.svc.cluster.local",
+                    "none: reachable inside the cluster only (no Ingress)", keys, (), to)
     if t.ingress is None:
         return Door(f"http://{app_name(d)}.{t.namespace}.svc.cluster.local:{d.serving.port}",
                     "none: reachable inside the cluster only (no Ingress)", 1, (), SERVICE)
     if t.ingress.tls_secret:
-        return Door(f"https://{t.ingress.host}", f"at the Ingress, from Secret {t.ingress.tls_secret}", 1, (443,),
-                    SERVICE)
-    return Door(f"http://{t.ingress.host}", "off: plain HTTP at the Ingress (no target.ingress.tls_secret)", 1, (80,),
-                SERVICE)
+        return Door(f"https://{t.ingress.host}", f"at the Ingress, from Secret {t.ingress.tls_secret}", keys, (443,),
+                    to)
+    return Door(f"http://{t.ingress.host}", "off: plain HTTP at the Ingress (no target.ingress.tls_secret)", keys, (80,),
+                to)
 
 
 def run_time_sources(d: Deployment) -> list[Source]:
@@ -39,6 +45,8 @@ def run_time_sources(d: Deployment) -> list[Source]:
         out.append(Source("weights fetcher image", t.fetch_image, "target.fetch_image"))
     if spec.needs_auth_proxy:
         out.append(Source("auth proxy image", proxy_image(), "serving.api_key"))
+    if t.gateway is not None:
+        out.append(Source("gateway image", t.gateway.image, "target.gateway.image"))
     return out
 
 
@@ -59,20 +67,15 @@ def _pod_facts(pod: Any, node: Any, switches: list[str]) -> ReplicaFacts:
 
 def replica_facts(d: Deployment) -> list[ReplicaFacts]:
     """Every serving pod, read from the API server."""
-    from kubernetes import client
-
     from infra.engines.common import telemetry_switches
     from infra.engines.registry import engine_for
-    from infra.targets.kubernetes.names import selector_labels
-    from infra.targets.kubernetes.rollout import api_client, kubeconfig_path
+    from infra.targets.kubernetes.inside import engine_pods
 
     t = d.target
     switches = list(telemetry_switches(d, *engine_for(d.engine.kind).usage_off))
     try:
-        core = client.CoreV1Api(api_client(kubeconfig_path(t.kubeconfig), t.context))
-        sel = ",".join(f"{k}={v}" for k, v in {**selector_labels(d), "app.kubernetes.io/component": "engine"}.items())
-        pods = core.list_namespaced_pod(t.namespace, label_selector=sel).items
-        nodes = {n.metadata.name: n for n in core.list_node().items}
+        core, pods = engine_pods(d)
+        nodes = {n.metadata.name: n for n in core.list_node().items}  # type: ignore[attr-defined]
     except InferryError as e:
         return [ReplicaFacts(f"cluster {t.context or ''}".strip(), error=f"not read: {e.message}")]
     except Exception as e:  # noqa: BLE001  (the API's own errors: unreachable, forbidden)
@@ -81,3 +84,4 @@ def replica_facts(d: Deployment) -> list[ReplicaFacts]:
     if not pods:
         return [ReplicaFacts(f"namespace {t.namespace}", error="no serving pod (not applied, or scaled to zero)")]
     return [_pod_facts(p, nodes.get(p.spec.node_name or ""), switches) for p in pods]
+

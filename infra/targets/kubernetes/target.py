@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 from infra.errors import Problem
 from infra.stack.config import Deployment
 from infra.targets.kubernetes.config import KubernetesTarget as Section
-from infra.targets.contract import DeployRequest, Door, ReplicaFacts, Resolve, Source
+from infra.targets.contract import DeployRequest, Door, MetricsRead, ReplicaFacts, Resolve, Source
 
 if TYPE_CHECKING:
     from infra.engines.spec import ServiceSpec
@@ -76,9 +76,12 @@ class Kubernetes:
         """Nothing: the cluster's pods are the rollout watch's to report."""
         return []
 
-    def engine_metrics(self, stack: "Stack", resolve: Resolve) -> None:
-        """None: the Service's auth proxy serves /metrics with the key (status and drain read the endpoint)."""
-        return None
+    def engine_metrics(self, stack: "Stack", resolve: Resolve) -> list[MetricsRead] | None:
+        """Behind the gateway, each engine pod's /metrics through the API server's pod proxy; without one, None:
+        the Service serves /metrics (status and drain read the endpoint)."""
+        from infra.targets.kubernetes.inside import engine_metrics
+
+        return engine_metrics(stack.deployment) if _section(stack.deployment).gateway is not None else None
 
     def run_time_sources(self, d: Deployment) -> list[Source]:
         """The images the pods pull."""

@@ -1,0 +1,104 @@
+"""The gateway on a cluster: Caddy pods in front of the engine's Service, their config computed by
+infra/gateway/caddy.py exactly as on SSH hosts (keys and the allowlist at the edge), TLS left to the Ingress."""
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from infra.gateway.caddy import GatewayPlan, GatewaySecrets, caddy_json, key_id
+from infra.targets.kubernetes.context import Ctx
+
+PORT = 8080  # the pods' port (no capability needed to bind it); the Service answers on 80
+STATE = "/data"  # Caddy's state: its admin socket, logs and access log (an emptyDir: the pod's own)
+CONF_DIR, CONF = "/etc/caddy", "caddy.json"
+
+
+def gateway_name(ctx: Ctx) -> str:
+    """Name of the gateway's Deployment, Service and Secret."""
+    return f"{ctx.name}-gateway"
+
+
+def gateway_plan(ctx: Ctx, service_ip: str | None = None) -> GatewayPlan:
+    """Caddy's config without its keys: plain HTTP on PORT (the Ingress terminates TLS), one upstream (the
+    engine's Service, which spreads over the ready pods): its cluster IP once the API server gave it one (no
+    cluster DNS needed), else its DNS name."""
+    from infra.engines.registry import engine_for
+
+    g = ctx.t.gateway
+    assert g is not None
+    host = service_ip or f"{ctx.name}.{ctx.ns}.svc.cluster.local"
+    return GatewayPlan(state_dir=STATE, upstreams=(f"{host}:{ctx.spec.port}",),
+                       api_routes=engine_for(ctx.d.engine.kind).api_routes, health_path=ctx.spec.health_path,
+                       tls="off", http_port=PORT, max_body_bytes=g.max_body_mb << 20, hold_s=g.hold_s,
+                       balance="round_robin", access_log_days=g.access_log_days)
+
+
+def config_text(ctx: Ctx, keys: tuple[str, ...], service_ip: str | None = None) -> str:
+    """The config the gateway pods run, keys included (it goes into a Secret, never a ConfigMap)."""
+    return caddy_json(gateway_plan(ctx, service_ip), GatewaySecrets(keys))
+
+
+def config_hash(ctx: Ctx, keys: tuple[str, ...], service_ip: str | None = None) -> str:
+    """Rolls the gateway pods when the config or a key changes: the plan and the key ids, never the keys."""
+    from infra.targets.kubernetes.names import short_hash
+
+    return short_hash(repr(gateway_plan(ctx, service_ip)), *map(key_id, keys))
+
+
+def pod_spec(ctx: Ctx) -> dict[str, Any]:
+    """One Caddy container: the config from the Secret, its state in an emptyDir, no API token, confined."""
+    g = ctx.t.gateway
+    assert g is not None
+    xdg = posixpath.join(STATE, "xdg")
+    container = {
+        "name": "gateway", "image": g.image, "command": ["caddy", "run", "--config", posixpath.join(CONF_DIR, CONF)],
+        "env": [{"name": "HOME", "value": STATE}, {"name": "XDG_DATA_HOME", "value": xdg},
+                {"name": "XDG_CONFIG_HOME", "value": xdg}],
+        "ports": [{"name": "http", "containerPort": PORT, "protocol": "TCP"}],
+        "volumeMounts": [{"name": "config", "mountPath": CONF_DIR, "readOnly": True},
+                         {"name": "state", "mountPath": STATE}],
+        # Ready once it listens: it holds requests while no engine pod is (hold_s), and says so on /health.
+        "readinessProbe": {"tcpSocket": {"port": "http"}, "periodSeconds": 2, "failureThreshold": 3},
+        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "512Mi"}},
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+    }
+    where: dict[str, Any] = {"nodeSelector": dict(g.node_selector)} if g.node_selector else {}
+    if g.tolerations:
+        where["tolerations"] = [t.model_dump(exclude_none=True) for t in g.tolerations]
+    return {"automountServiceAccountToken": False, "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+            **where, "containers": [container], "terminationGracePeriodSeconds": 30,
+            "volumes": [{"name": "config", "secret": {"secretName": gateway_name(ctx), "defaultMode": 0o400}},
+                        {"name": "state", "emptyDir": {}}]}
+
+
+def deployment_spec(ctx: Ctx, config_hash_value: Any) -> dict[str, Any]:
+    """The gateway's Deployment: a surge pod before an old one goes, so a key rotation fails no request."""
+    labels = ctx.labels("gateway")
+    return {"replicas": ctx.t.gateway.replicas, "selector": {"matchLabels": selector(ctx)},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "template": {"metadata": {"labels": labels, "annotations": {"inferry.dev/config-hash": config_hash_value}},
+                         "spec": pod_spec(ctx)}}
+
+
+def selector(ctx: Ctx) -> dict[str, str]:
+    """Labels that select the gateway's pods (never the engine's: the engine Service selects component engine)."""
+    from infra.targets.kubernetes.names import selector_labels
+
+    return {**selector_labels(ctx.d), "app.kubernetes.io/component": "gateway"}
+
+
+def service_spec(ctx: Ctx) -> dict[str, Any]:
+    """The gateway's Service: what the Ingress (and in-cluster clients) call."""
+    return {"type": "ClusterIP", "selector": selector(ctx),
+            "ports": [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}]}
+
+
+def network_policy_spec(ctx: Ctx) -> dict[str, Any]:
+    """Engine pods take connections only from the gateway's pods and from the metrics scraper's namespace: the
+    engines carry no key, so nothing else in the cluster may reach them (where the CNI enforces policies)."""
+    g = ctx.t.gateway
+    assert g is not None
+    scraper = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": g.scraper_namespace}}}
+    return {"podSelector": {"matchLabels": ctx.selector}, "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": {"matchLabels": selector(ctx)}}, scraper],
+                         "ports": [{"port": "http", "protocol": "TCP"}]}]}

@@ -1,0 +1,98 @@
+"""The gateway on the real node: `inferry up` puts Caddy pods (the real Caddy binary, tests/support/node_images.py)
+in front of the engine's Service. What a client in the node's network sees through the gateway's Service, and
+what the engine pod runs with, are read from the cluster, not from inferry's reports."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support.pods import API_KEY, MODEL, NAME, SECRETS, on_the_node, pod_of, store  # noqa: F401
+from tests.support.realengine import Project
+
+pytestmark = [pytest.mark.cluster, pytest.mark.gateway]
+NS = "pods-gw"
+
+
+@pytest.fixture(scope="module")
+def gw(node, cluster, store, tmp_path_factory, installed):
+    """The vLLM stack behind one gateway pod, up; destroyed at the end whatever happened."""
+    project = Project(tmp_path_factory.mktemp("gw") / "project", installed[1])
+    d = on_the_node(cluster, store, NS)
+    where = {k: d["target"][k] for k in ("node_selector", "tolerations")}  # the test's one node is tainted
+    d["target"]["gateway"] = {"replicas": 1, **where}
+    project.write_stack("gw", d, SECRETS)
+    try:
+        project.inferry("up", "gw", timeout=600)
+    except Exception:  # what the cluster says, for the failure's report
+        print(cluster.kubectl("get", "pods,svc,endpoints", "-n", NS, "-o", "wide", check=False).stdout)
+        print(cluster.kubectl("describe", "pods", "-n", NS, "-l", "app.kubernetes.io/component=gateway",
+                              check=False).stdout[-3000:])
+        raise
+    yield project
+    project.pulumi("destroy", "--yes", "--stack", "gw", check=False, timeout=600)
+
+
+def through(node, cluster, path: str, key: str | None, want: str, *curl: str) -> tuple[str, str]:
+    """(status, body) of a request to the gateway's Service from the node's network."""
+    ip = cluster.get("service", f"{NAME}-gateway", NS)["spec"]["clusterIP"]
+    auth = ["-H", f"Authorization: Bearer {key}"] if key else []
+    r = node.http(f"http://{ip}{path}", *auth, *curl, want=want, timeout=60)
+    body, _, status = r.stdout.rpartition("\n")
+    return status, body
+
+
+def test_through_the_gateway_the_api_needs_a_key_and_every_other_path_is_refused(gw, node, cluster):
+    chat = json.dumps({"model": MODEL, "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]})
+    status, body = through(node, cluster, "/v1/chat/completions", API_KEY, "200",
+                           "-H", "Content-Type: application/json", "-d", chat)
+    assert status == "200" and json.loads(body)["choices"], body
+    assert through(node, cluster, "/v1/models", None, "401")[0] == "401"
+    assert through(node, cluster, "/v1/models", "sk-pods-wrong-" + "0" * 20, "401")[0] == "401"
+    for path in ("/metrics", "/docs", "/openapi.json", "/version", "/v1/models/../../metrics"):
+        assert through(node, cluster, path, API_KEY, "404", "--path-as-is")[0] == "404", path
+    status, body = through(node, cluster, "/health", None, "200")
+    assert status == "200" and body == ""
+
+
+def test_the_engine_pod_carries_no_client_key_and_only_the_gateway_may_reach_it(gw, cluster):
+    pod = pod_of(cluster, NS)
+    (engine,) = [c for c in pod["spec"]["containers"] if c["name"] == "engine"]
+    assert not any(e["name"] == "VLLM_API_KEY" for e in engine.get("env", []))
+    environ = cluster.kubectl("exec", "-n", NS, pod["metadata"]["name"], "-c", "engine", "--", "cat",
+                              "/proc/1/environ").stdout
+    assert API_KEY not in environ and "--api-key" not in cluster.kubectl(
+        "exec", "-n", NS, pod["metadata"]["name"], "-c", "engine", "--", "cat", "/proc/1/cmdline").stdout
+    # The policy the API server holds (the test node's CNI enforces none: docs/kubernetes.md says so).
+    policy = cluster.get("networkpolicy", NAME, NS)["spec"]
+    assert policy["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "engine"
+    (rule,) = policy["ingress"]
+    assert rule["from"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "gateway"
+    gateways = json.loads(cluster.kubectl("get", "pods", "-n", NS, "-l", "app.kubernetes.io/component=gateway",
+                                          "-o", "json").stdout)["items"]
+    assert gateways and all(p["status"]["phase"] == "Running" for p in gateways)
+    c = gateways[0]["spec"]["containers"][0]
+    assert c["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def test_status_reads_the_engine_metrics_inside_the_cluster_while_the_gateway_refuses_them(gw, node, cluster):
+    from types import SimpleNamespace
+
+    from infra.lifecycle.status import replica_status
+    from infra.stack.stackfile import load_stack
+    from infra.targets.kubernetes.target import TARGET
+
+    chat = json.dumps({"model": MODEL, "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]})
+    assert through(node, cluster, "/v1/chat/completions", API_KEY, "200", "-H", "Content-Type: application/json",
+                   "-d", chat)[0] == "200"
+    d = load_stack(str(gw.stack_file("gw"))).deployment
+    (status,) = replica_status(TARGET.engine_metrics(SimpleNamespace(deployment=d), lambda ref, field: ""))
+    pod = pod_of(cluster, NS)
+    assert status.source == f"pod {pod['metadata']['name']}" and status.metrics is not None, status
+    # The count the engine itself reports, read from inside its pod (not by inferry).
+    text = cluster.kubectl("exec", "-n", NS, pod["metadata"]["name"], "-c", "engine", "--", "python3", "-c",
+                           "import urllib.request as u; print(u.urlopen('http://127.0.0.1:8000/metrics').read()"
+                           ".decode())").stdout
+    count = next(float(line.split()[-1]) for line in text.splitlines()
+                 if line.startswith("vllm:time_to_first_token_seconds_count"))
+    assert count >= 1 and status.metrics.ttft_count == int(count)
