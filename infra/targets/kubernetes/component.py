@@ -137,13 +137,20 @@ class KubernetesTarget(pulumi.ComponentResource):
         meta = ctx.meta(ctx.name, "engine", annotations={"pulumi.com/skipAwait": "true"})
         deployment = self._make(k8s.apps.v1.Deployment, "deployment", deps, metadata=meta,
                                 spec=pod.deployment_spec(ctx, self._digest))
+        floor = max(1, ctx.t.autoscaling.min_replicas) if ctx.t.autoscaling else 0
+        return self._await(deployment, ctx.name, "rollout", "deployment", floor)
+
+    def _await(self, deployment: Any, name: str, role: str, of: str, floor: int) -> Any:
+        """inferry's wait for a Deployment's rollout (rollout.py), with its reasons when it cannot finish."""
+        ctx = self._ctx
         props = {"kubeconfig": kubeconfig_path(ctx.t.kubeconfig), "context": ctx.t.context, "namespace": ctx.ns,
-                 "name": ctx.name, "revision": deployment.metadata.apply(_generation),
+                 "name": name, "revision": deployment.metadata.apply(_generation),
                  "schedule_timeout_s": ctx.t.schedule_timeout_s, "startup_timeout_s": ctx.t.startup_timeout_s,
-                 "floor": max(1, ctx.t.autoscaling.min_replicas) if ctx.t.autoscaling else 0}
-        rollout = Rollout(f"{ctx.name}-rollout", self._fill(props),
+                 "floor": floor}
+        suffix = role.removesuffix("rollout").rstrip("-")
+        rollout = Rollout(f"{ctx.name}-{suffix + '-' if suffix else ''}rollout", self._fill(props),
                           pulumi.ResourceOptions(parent=self, depends_on=[deployment]))
-        self.objects["rollout"], self.waits_for["rollout"] = rollout, ("deployment",)
+        self.objects[role], self.waits_for[role] = rollout, (of,)
         return rollout
 
     def _gateway(self, deps: list, secrets: dict[str, Any], engine_service: Any) -> None:
@@ -155,10 +162,15 @@ class KubernetesTarget(pulumi.ComponentResource):
         conf = keys.apply(lambda v: gateway.config_text(ctx, tuple(v[1:]), v[0]))
         rolls = pulumi.Output.unsecret(keys.apply(lambda v: gateway.config_hash(ctx, tuple(v[1:]), v[0])))
         meta = ctx.meta(gateway.gateway_name(ctx), "gateway")
-        secret = self._make(k8s.core.v1.Secret, "gateway-config", deps, type="Opaque", metadata=meta,
+        # Named by its content: a new config is a new Secret, made before the pods move to it and the old one goes.
+        secret = self._make(k8s.core.v1.Secret, "gateway-config", deps, type="Opaque",
+                            metadata=rolls.apply(lambda h: {**meta, "name": gateway.secret_name(ctx, h)}),
                             string_data={gateway.CONF: pulumi.Output.secret(conf)})
-        pods = self._make(k8s.apps.v1.Deployment, "gateway", deps + [secret], metadata=meta,
+        meta_await = {**meta, "annotations": {"pulumi.com/skipAwait": "true"}}  # awaited below, as the engine's
+        pods = self._make(k8s.apps.v1.Deployment, "gateway", deps + [secret], metadata=meta_await,
                           spec=rolls.apply(lambda h: gateway.deployment_spec(ctx, h)))
+        # `up` returns once the gateway pods run the new config: a client may move to a new key right after.
+        pods = self._await(pods, gateway.gateway_name(ctx), "gateway-rollout", "gateway", 0)
         self._make(k8s.core.v1.Service, "gateway-service", deps + [pods], metadata=meta,
                    spec=gateway.service_spec(ctx))
         self._make(k8s.networking.v1.NetworkPolicy, "engine-policy", deps, metadata=ctx.meta(ctx.name, "engine"),

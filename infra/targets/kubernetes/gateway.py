@@ -6,7 +6,7 @@ import posixpath
 from typing import Any
 
 from infra.gateway.caddy import GatewayPlan, GatewaySecrets, caddy_json, key_id
-from infra.targets.kubernetes.context import Ctx
+from infra.targets.kubernetes.context import DRAIN, Ctx
 
 PORT = 8080  # the pods' port (no capability needed to bind it); the Service answers on 80
 STATE = "/data"  # Caddy's state: its admin socket, logs and access log (an emptyDir: the pod's own)
@@ -16,6 +16,11 @@ CONF_DIR, CONF = "/etc/caddy", "caddy.json"
 def gateway_name(ctx: Ctx) -> str:
     """Name of the gateway's Deployment, Service and Secret."""
     return f"{ctx.name}-gateway"
+
+
+def secret_name(ctx: Ctx, config_hash_value: str) -> str:
+    """The Secret with one version of the config: its name changes with it (config_hash)."""
+    return f"{gateway_name(ctx)}-{config_hash_value}"
 
 
 def gateway_plan(ctx: Ctx, service_ip: str | None = None) -> GatewayPlan:
@@ -45,7 +50,7 @@ def config_hash(ctx: Ctx, keys: tuple[str, ...], service_ip: str | None = None) 
     return short_hash(repr(gateway_plan(ctx, service_ip)), *map(key_id, keys))
 
 
-def pod_spec(ctx: Ctx) -> dict[str, Any]:
+def pod_spec(ctx: Ctx, config_hash_value: str) -> dict[str, Any]:
     """One Caddy container: the config from the Secret, its state in an emptyDir, no API token, confined."""
     g = ctx.t.gateway
     assert g is not None
@@ -60,6 +65,7 @@ def pod_spec(ctx: Ctx) -> dict[str, Any]:
         # Ready once it listens: it holds requests while no engine pod is (hold_s), and says so on /health.
         "readinessProbe": {"tcpSocket": {"port": "http"}, "periodSeconds": 2, "failureThreshold": 3},
         "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "512Mi"}},
+        "lifecycle": DRAIN,  # serves on while kube-proxy takes it out of the Service: a roll fails no request
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
     }
     where: dict[str, Any] = {"nodeSelector": dict(g.node_selector)} if g.node_selector else {}
@@ -67,7 +73,8 @@ def pod_spec(ctx: Ctx) -> dict[str, Any]:
         where["tolerations"] = [t.model_dump(exclude_none=True) for t in g.tolerations]
     return {"automountServiceAccountToken": False, "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
             **where, "containers": [container], "terminationGracePeriodSeconds": 30,
-            "volumes": [{"name": "config", "secret": {"secretName": gateway_name(ctx), "defaultMode": 0o400}},
+            "volumes": [{"name": "config", "secret": {"secretName": secret_name(ctx, config_hash_value),
+                                                      "defaultMode": 0o400}},
                         {"name": "state", "emptyDir": {}}]}
 
 
@@ -77,7 +84,7 @@ def deployment_spec(ctx: Ctx, config_hash_value: Any) -> dict[str, Any]:
     return {"replicas": ctx.t.gateway.replicas, "selector": {"matchLabels": selector(ctx)},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
             "template": {"metadata": {"labels": labels, "annotations": {"inferry.dev/config-hash": config_hash_value}},
-                         "spec": pod_spec(ctx)}}
+                         "spec": pod_spec(ctx, config_hash_value)}}
 
 
 def selector(ctx: Ctx) -> dict[str, str]:

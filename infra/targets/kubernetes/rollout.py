@@ -77,11 +77,14 @@ def _apis(w: Watch) -> tuple[Any, Any]:
 
 
 def available(dep: Any) -> bool:
-    """The Deployment's current generation is rolled out and available."""
+    """The Deployment's current generation is rolled out and available: as `kubectl rollout status` has it, no
+    pod of an older revision is left (with a surge, the old pods' readiness must not count)."""
     st, want = dep.status, dep.spec.replicas if dep.spec.replicas is not None else 1
     conditions = {c.type: c.status for c in st.conditions or []}
+    updated = st.updated_replicas or 0
     return ((st.observed_generation or 0) >= dep.metadata.generation and conditions.get("Available") == "True"
-            and (st.updated_replicas or 0) >= want and (st.ready_replicas or 0) >= want)
+            and updated >= want and (st.replicas or 0) <= updated and (st.available_replicas or 0) >= want
+            and (st.ready_replicas or 0) >= want)
 
 
 def stuck(pods: list[Any]) -> tuple[str, str, tuple[str, str] | None] | None:

@@ -96,3 +96,52 @@ def test_status_reads_the_engine_metrics_inside_the_cluster_while_the_gateway_re
     count = next(float(line.split()[-1]) for line in text.splitlines()
                  if line.startswith("vllm:time_to_first_token_seconds_count"))
     assert count >= 1 and status.metrics.ttft_count == int(count)
+
+
+def test_a_key_rotates_with_no_failed_request_and_no_engine_restart(gw, node, cluster, store):
+    """Add the new key beside the old (gateway pods roll: one ready before the other goes), move the client,
+    then drop the old one; a client polling through the gateway the whole time sees only 200s."""
+    import threading
+    import time
+
+    new = "sk-pods-rotated-" + "5c" * 12
+    engine = pod_of(cluster, NS)
+    d = on_the_node(cluster, store, NS)
+    d["target"]["gateway"] = {"replicas": 1, **{k: d["target"][k] for k in ("node_selector", "tolerations")}}
+    d["serving"]["previous_api_key"] = {"config": "previousApiKey"}
+    codes: list[tuple[str, str]] = []
+    key = [API_KEY]
+    stop = threading.Event()
+
+    def poll() -> None:
+        ip = cluster.get("service", f"{NAME}-gateway", NS)["spec"]["clusterIP"]
+        while not stop.is_set():
+            r = node.netns_exec("curl", "-sS", "-o", "/dev/null", "-m", "20", "-w", "%{http_code}", "-H",
+                                f"Authorization: Bearer {key[0]}", f"http://{ip}/v1/models", check=False)
+            codes.append((key[0][-4:], r.stdout if r.stdout == "200" else f"{r.stdout} {r.stderr.strip()} "
+                          f"at {time.monotonic() - t0:.1f}s"))
+
+    t0 = time.monotonic()
+    t = threading.Thread(target=poll)
+    t.start()
+    try:
+        gw.set_deployment("gw", d)
+        gw.pulumi("config", "set", "--secret", "--stack", "gw", "inferry:previousApiKey", stdin=API_KEY)
+        gw.pulumi("config", "set", "--secret", "--stack", "gw", "inferry:apiKey", stdin=new)
+        r = gw.inferry("up", "gw", timeout=600)  # both keys accepted
+        assert "gateway-rollout" in r.stdout or "updated" in r.stdout, r.stdout
+        key[0] = new  # the client moves to the new key
+        assert through(node, cluster, "/v1/models", API_KEY, "200")[0] == "200"
+        del d["serving"]["previous_api_key"]
+        gw.set_deployment("gw", d)
+        gw.inferry("up", "gw", timeout=600)  # the old key is gone
+    finally:
+        stop.set()
+        t.join()
+    assert codes and all(code == "200" for _, code in codes), [c for c in codes if c[1] != "200"][:3]
+    assert {k for k, _ in codes} == {API_KEY[-4:], new[-4:]}  # both keys were polled with
+    assert through(node, cluster, "/v1/models", API_KEY, "401")[0] == "401"
+    after = pod_of(cluster, NS)
+    assert after["metadata"]["name"] == engine["metadata"]["name"]  # the engine was not restarted
+    assert after["status"]["containerStatuses"][0]["restartCount"] == engine["status"]["containerStatuses"][0][
+        "restartCount"]
