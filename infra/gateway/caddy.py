@@ -7,7 +7,11 @@ What it does, in route order on the public server:
   without a valid key, 401 with `WWW-Authenticate: Bearer`;
 - every other path is 404: metrics, docs, openapi.json and the engines' admin and weight routes.
 Port 80 only redirects to HTTPS (Caddy answers ACME's HTTP-01 challenges there itself). Requests are
-streamed both ways (no body on disk); a request waits up to `hold_s` for a ready replica.
+streamed both ways (no body on disk); a request waits up to `hold_s` for a ready replica, then gets 503 with
+`Retry-After` (never a bare 502: clients such as the OpenAI SDK retry a 503 after the time it names).
+With `metrics_port`, Caddy's own request metrics are served on that port alone (never on the public one): an
+autoscaler wakes a replica on `caddy_http_requests_in_flight{handler="log_append"}`, which counts only the
+requests that passed the key check (`WAKE_HANDLER`), held or proxied; `/health` neither holds nor counts.
 
 The access log (`access.log`, 0600, rolled daily, kept `access_log_days`) has per request the method, the path
 without its query, status, response size, duration and the id of the key used (`key_id`: a hash prefix, never
@@ -25,6 +29,7 @@ ACCESS_LOGGER = "http.log.access.access"  # where a server with default_logger_n
 # Access-log fields removed before a line is written (Caddy's filter encoder; `a>b` is field b inside a).
 DROPPED = ("request>headers", "resp_headers", "request>remote_ip", "request>remote_port", "request>client_ip",
            "request>tls", "user_id")
+WAKE_HANDLER = "log_append"  # the top-level handler only a request with a valid key reaches (its metrics)
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,8 @@ class GatewayPlan:
     hold_s: int = 30
     balance: str = "least_conn"
     access_log_days: int = 30
+    metrics_port: int = 0  # 0: no metrics listener
+    retry_after_s: int = 10  # what a 503 tells the client to wait before trying again
 
     @property
     def port(self) -> int:
@@ -95,8 +102,9 @@ def _proxy(p: GatewayPlan, health: bool = False) -> dict:
         "transport": {"protocol": "http", "dial_timeout": "2s"},
         "headers": {"request": {"delete": ["Authorization"]}},
     }
-    if health:  # the API route's proxy runs the active health checks; this one only asks
+    if health:  # the API route's proxy runs the active health checks; this one only asks, and never holds
         del h["health_checks"]
+        del h["load_balancing"]["try_duration"], h["load_balancing"]["try_interval"]
         h["rewrite"] = {"method": "GET", "uri": p.health_path}
         h["handle_response"] = [{"routes": [{"handle": [
             {"handler": "static_response", "status_code": "{http.reverse_proxy.status_code}"}]}]}]
@@ -113,19 +121,19 @@ def _routes(p: GatewayPlan, keys: tuple[str, ...]) -> list[dict]:
                                          "body": _json_body(f"the request body is over {p.max_body_bytes} "
                                                             "bytes", "request_too_large")}]},
         {"handle": [{"handler": "request_body", "max_size": p.max_body_bytes}, _proxy(p)]}]}
-    api = [  # one route per key, so the access log names the key a request used
-        *[{"match": [{"header": {"Authorization": [f"Bearer {k}"]}}],
-           "handle": [{"handler": "log_append", "key": "key_id", "value": key_id(k)}, serve]} for k in keys],
-        {"handle": [{"handler": "static_response", "status_code": 401,
-                     "headers": {"WWW-Authenticate": ["Bearer"], "Content-Type": ["application/json"]},
-                     "body": _json_body("a valid API key is required (Authorization: Bearer KEY)",
-                                        "authentication_error")}]},
-    ]
+    paths = list(p.api_routes)
+    # Top-level routes, one per key (the access log names the key a request used): Caddy instruments only a
+    # server's top-level handlers, so `log_append` (WAKE_HANDLER) counts exactly the requests with a valid key.
     return [
         {"match": [{"path": ["/health"], "method": ["GET", "HEAD"]}], "handle": [_proxy(p, health=True)],
          "terminal": True},
-        {"match": [{"path": list(p.api_routes)}], "handle": [{"handler": "subroute", "routes": api}],
-         "terminal": True},
+        *[{"match": [{"path": paths, "header": {"Authorization": [f"Bearer {k}"]}}],
+           "handle": [{"handler": "log_append", "key": "key_id", "value": key_id(k)}, serve], "terminal": True}
+          for k in keys],
+        {"match": [{"path": paths}], "terminal": True, "handle": [
+            {"handler": "static_response", "status_code": 401,
+             "headers": {"WWW-Authenticate": ["Bearer"], "Content-Type": ["application/json"]},
+             "body": _json_body("a valid API key is required (Authorization: Bearer KEY)", "authentication_error")}]},
         {"handle": [{"handler": "static_response", "status_code": 404,
                      "headers": {"Content-Type": ["application/json"]},
                      "body": _json_body("not found", "not_found")}]},
@@ -141,12 +149,27 @@ def _server(p: GatewayPlan, keys: tuple[str, ...]) -> dict:
         "max_header_bytes": 64 << 10,
         "logs": {"default_logger_name": "access"},
         "automatic_https": {"disable": True} if p.tls == "off" else {"disable_redirects": True},
+        "errors": {"routes": [_unavailable(p)]},
     }
     if p.tls == "certificate":
         s["tls_connection_policies"] = [{"certificate_selection": {"any_tag": [TAG]}}]
     elif p.tls == "acme":
         s["tls_connection_policies"] = [{}]
     return s
+
+
+def _unavailable(p: GatewayPlan) -> dict:
+    """No replica answered within the hold (none ready, none reachable): 503 and when to try again."""
+    return {"match": [{"expression": "{http.error.status_code} in [502, 503, 504]"}], "handle": [
+        {"handler": "static_response", "status_code": 503,
+         "headers": {"Retry-After": [str(p.retry_after_s)], "Content-Type": ["application/json"]},
+         "body": _json_body(f"no replica is ready yet; retry in {p.retry_after_s} s", "service_unavailable")}]}
+
+
+def _metrics(p: GatewayPlan) -> dict:
+    """Caddy's Prometheus metrics on their own port (the public server answers 404 for /metrics)."""
+    return {"listen": [f":{p.metrics_port}"], "automatic_https": {"disable": True}, "routes": [
+        {"match": [{"path": ["/metrics"]}], "handle": [{"handler": "metrics"}]}]}
 
 
 def _redirect(p: GatewayPlan) -> dict:
@@ -177,6 +200,9 @@ def caddy_config(p: GatewayPlan, sec: GatewaySecrets) -> dict:
     if p.tls != "off":
         servers["redirect"] = _redirect(p)
     apps: dict = {"http": {"http_port": p.http_port, "https_port": p.https_port, "servers": servers}}
+    if p.metrics_port:
+        servers["metrics"] = _metrics(p)
+        apps["http"]["metrics"] = {}
     if p.tls != "off":
         apps["tls"] = _tls(p, sec)
     return {

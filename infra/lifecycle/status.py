@@ -113,9 +113,12 @@ class ReplicaStatus:
     source: str
     metrics: EngineMetrics | None = None
     error: str | None = None
+    at_zero: bool = False  # scaled to zero on purpose: the door answers 503 until a request wakes a replica
 
     def lines(self) -> list[str]:
         """How `inferry status` prints it."""
+        if self.at_zero:
+            return [f"{self.source}: {self.error}"]
         if self.metrics is None:
             return [f"{self.source} engine metrics: {self.error or 'unavailable'}"]
         return [f"{self.source} engine metrics:", *metrics_lines(self.metrics)]
@@ -151,7 +154,7 @@ def replica_status(reads: list) -> list[ReplicaStatus]:
     out = []
     for r in reads:
         metrics, error = read_text(r.text) if r.text is not None else (None, r.error)
-        out.append(ReplicaStatus(r.source, metrics, error))
+        out.append(ReplicaStatus(r.source, metrics, error, r.at_zero))
     return out
 
 
@@ -174,7 +177,8 @@ def status_json(results: list[EndpointStatus], hosts: list[str],
     from dataclasses import asdict
 
     return {"endpoints": [asdict(r) for r in results], "replicas": [asdict(r) for r in replicas or []],
-            "hosts": hosts, "healthy": all(r.healthy for r in results)}
+            "hosts": hosts, "healthy": all(r.healthy for r in results),
+            "at_zero": any(r.at_zero for r in replicas or [])}
 
 
 def host_status(stack) -> list[str]:

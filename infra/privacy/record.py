@@ -48,20 +48,24 @@ def prompt_flags(d: Deployment) -> tuple[str, ...]:
     return tuple("--" + dest.replace("_", "-") for dest in engine_for(d.engine.kind).prompt_logging)
 
 
+def utc_text(now: dt.datetime | None = None) -> str:
+    """A time as the record and the gateway's key ledger write it (UTC, to the second)."""
+    return (now or dt.datetime.now(dt.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def build_record(stack: "Stack", replicas: list[ReplicaFacts], now: dt.datetime | None = None) -> Record:
     """The record of STACK with what its replicas said of themselves."""
-    from infra.engines.common import telemetry_switches
-    from infra.engines.registry import engine_for
+    from infra.engines.common import expected_switches
     from infra.targets.registry import target_for
 
     d = stack.deployment
     target = target_for(d.target.kind)
     store = {"endpoint": d.storage.endpoint, "region": d.storage.region, "bucket": d.storage.bucket,
              "weights": d.model.weights}
-    when = (now or dt.datetime.now(dt.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    when = utc_text(now)
     allowed = d.policy.sub_processors
     return Record(stack.name, when, d.provider.name, d.provider.region, target.summary(d), tuple(replicas), store,
-                  target.door(d), telemetry_switches(d, *engine_for(d.engine.kind).usage_off), d.serving.log_prompts,
+                  target.door(d), expected_switches(d), d.serving.log_prompts,
                   prompt_flags(d), tuple(sub_processors(d)), d.policy.residency,
                   None if allowed is None else tuple(allowed))
 

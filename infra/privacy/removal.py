@@ -75,7 +75,8 @@ def destroy_recorded(stack: "Stack", destroy: Callable[[], T], say: Callable[[st
     """Run destroy; then print, and keep on file, what it removed from each machine."""
     before = data_now(stack)
     result = destroy()
-    found = removals(before, data_now(stack) if before else [])
+    # Read again only where something was kept: a stack that held no data costs no second round of reads.
+    found = removals(before, data_now(stack) if any(f.data for f in before) else [])
     for r in found:
         say(r.line())
     if found:

@@ -47,6 +47,7 @@ class MetricsRead:
     source: str  # where it was read, e.g. "host gpu-1"
     text: str | None
     error: str | None = None
+    at_zero: bool = False  # no replica on purpose: scaled to zero, a request wakes one (error says how)
 
 
 @dataclass(frozen=True)

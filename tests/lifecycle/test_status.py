@@ -137,7 +137,8 @@ def test_cli_status_reads_each_engine_from_inside_on_ssh_targets(cli, monkeypatc
     assert "waiting: 2" in lines[2] and lines[4] == "host gpu-2 engine metrics: not read: host unreachable"
     doc = json.loads(cli("status", "eu-ssh", "--json").output)
     assert doc["endpoints"][0]["metrics"] is None and doc["replicas"][0]["metrics"]["waiting"] == 2
-    assert doc["replicas"][1] == {"source": "host gpu-2", "metrics": None, "error": "not read: host unreachable"}
+    assert doc["replicas"][1] == {"source": "host gpu-2", "metrics": None, "error": "not read: host unreachable",
+                                 "at_zero": False}
 
 
 def test_cli_status(cli, monkeypatch, metrics_server):

@@ -54,10 +54,9 @@ def test_no_engine_process_is_a_replica_that_cannot_be_checked():
 
 def _record(stack, **facts):
     d = stack.deployment
-    from infra.engines.common import telemetry_switches
-    from infra.engines.registry import engine_for
+    from infra.engines.common import expected_switches
 
-    env = telemetry_switches(d, *engine_for(d.engine.kind).usage_off)
+    env = expected_switches(d)
     base = dict(source="host gpu-1", place={"address": "10.0.0.2"}, gpus=("NVIDIA H100 80GB HBM3",), env=env)
     return build_record(stack, [ReplicaFacts(**{**base, **facts})])
 

@@ -12,8 +12,7 @@ import yaml
 
 K8S_VERSION = "1.33.0"  # the one pinned Kubernetes schema version every test validates against
 CRDS = Path(__file__).resolve().parents[1] / "schemas" / "crds"
-CUSTOM = {("keda.sh/v1alpha1", "ScaledObject"), ("http.keda.sh/v1alpha1", "HTTPScaledObject"),
-          ("monitoring.coreos.com/v1", "ServiceMonitor")}
+CUSTOM = {("keda.sh/v1alpha1", "ScaledObject"), ("monitoring.coreos.com/v1", "ServiceMonitor")}
 
 
 def _strict(node: Any) -> Any:
@@ -42,17 +41,6 @@ def crd_schemas() -> dict[tuple[str, str], dict]:
     return out
 
 
-def _cel_port_or_name(manifest: dict) -> list[str]:
-    """The HTTP add-on's CEL rule (x-kubernetes-validations): exactly one of port and portName."""
-    errors = []
-    spec = manifest.get("spec", {})
-    for key in ("scaleTargetRef", "coldStartTimeoutFailoverRef"):
-        ref = spec.get(key)
-        if ref is not None and ("port" in ref) == ("portName" in ref):
-            errors.append(f"spec.{key}: must define either the 'portName' or the 'port'")
-    return errors
-
-
 def validate(manifest: dict) -> None:
     """Raise if the manifest is not valid: strict OpenAPI for built-in kinds, the CRD schema for CRs."""
     key = (manifest.get("apiVersion"), manifest.get("kind"))
@@ -63,6 +51,3 @@ def validate(manifest: dict) -> None:
     # ObjectMeta of a CR is validated as the API server does for any object.
     kubernetes_validate.validate({"apiVersion": "v1", "kind": "ConfigMap", "metadata": manifest["metadata"]},
                                  K8S_VERSION, strict=True)
-    errors = _cel_port_or_name(manifest) if key[1] == "HTTPScaledObject" else []
-    if errors:
-        raise jsonschema.ValidationError("; ".join(errors))

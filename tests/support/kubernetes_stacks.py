@@ -30,7 +30,7 @@ CASES: dict[str, dict[str, Any]] = {
                                          "service_monitor": False}},
     "scale-to-zero-ingress": {"target": {"autoscaling": {"engine": "keda", "min_replicas": 0, "max_replicas": 4,
                                                          "scale_to_zero": True},
-                                         "service_monitor": False,
+                                         "service_monitor": False, "gateway": {"hold_s": 300},
                                          "ingress": {"host": "llm.example.eu", "tls_secret": "llm-tls",
                                                      "class_name": "nginx"}}},
     "trtllm-build-tp2": {"engine": TRTLLM, "provider": {"gpu_count": 2},

@@ -8,7 +8,8 @@ minbase with python3, PyYAML, nginx, and the stand-ins). On top of it:
   copied from this venv (Debian's awscli 2.9 ignores AWS_ENDPOINT_URL, which the fetch script relies on);
 - the auth proxy's nginx image: an entrypoint that renders /etc/nginx/templates/*.template with the
   environment, as the official nginx image's envsubst step does, then runs nginx;
-- the gateway's Caddy image: the real Caddy binary scripts/tools.sh built (static), at /usr/bin/caddy.
+- the gateway's Caddy image: the real Caddy binary scripts/tools.sh built (static), at /usr/bin/caddy, with the
+  file capability the official image gives it (cap_net_bind_service=+ep: exec fails without it in the bounding set).
 Cached under the images folder by the content of its inputs.
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ import hashlib
 import io
 import json
 import os
+import struct
 import tarfile
 from importlib import metadata
 from pathlib import Path
@@ -66,17 +68,23 @@ def awscli_files() -> list[tuple[str, Path]]:
     return out
 
 
-def _add(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:
+# security.capability as `setcap cap_net_bind_service=+ep` writes it: VFS_CAP_REVISION_2 with the effective flag,
+# then the permitted and inheritable words (CAP_NET_BIND_SERVICE is bit 10). containerd applies SCHILY.xattr.*.
+NET_BIND_EP = struct.pack("<5I", 0x02000001, 1 << 10, 0, 0, 0)
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644, xattrs: dict | None = None) -> None:
     info = tarfile.TarInfo(name)
     info.size, info.mode, info.mtime = len(data), mode, 0
+    info.pax_headers = {f"SCHILY.xattr.{k}": v.decode("utf-8", "surrogateescape") for k, v in (xattrs or {}).items()}
     tar.addfile(info, io.BytesIO(data))
 
 
-def _layer(files: list[tuple[str, bytes, int]]) -> bytes:
+def _layer(files: list[tuple], fmt: int = tarfile.PAX_FORMAT) -> bytes:
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data, mode in files:
-            _add(tar, name, data, mode)
+    with tarfile.open(fileobj=buf, mode="w", format=fmt) as tar:
+        for name, data, mode, *xattrs in files:
+            _add(tar, name, data, mode, *xattrs)
     return buf.getvalue()
 
 
@@ -104,7 +112,7 @@ def node_images(engines: list[str], fetch: str, proxy: str, gateway: str, caddy:
     base = standin_image()
     aws = _layer([(n, p.read_bytes(), 0o644) for n, p in awscli_files()] + [("usr/local/bin/aws", AWS.encode(), 0o755)])
     nginx = _layer([("docker-entrypoint.py", ENTRYPOINT.encode(), 0o755), ("etc/nginx/templates/.keep", b"", 0o644)])
-    gw = _layer([("usr/bin/caddy", caddy.read_bytes(), 0o755)])
+    gw = _layer([("usr/bin/caddy", caddy.read_bytes(), 0o755, {"security.capability": NET_BIND_EP})])
     key = hashlib.sha256(json.dumps([base.name, engines, fetch, proxy, gateway, SANDBOX_IMAGE]).encode() + aws + nginx
                          + hashlib.sha256(gw).digest())
     out = CACHE / f"node-{key.hexdigest()[:12]}.tar"

@@ -49,16 +49,15 @@ def _scaling(d: Deployment, t: TargetSection) -> list[Problem]:
     problems = []
     if a is not None and not a.scale_to_zero and a.metric is None and engine_for(d.engine.kind).queue_metric is None:
         problems.append(Problem("target.autoscaling.metric", f"{d.engine.kind} exports no queue gauge inferry knows",
-                                hint="name a per-pod Prometheus gauge, or use scale_to_zero (HTTP add-on)"))
+                                hint="name a per-pod Prometheus gauge, or use scale_to_zero (woken by the "
+                                "gateway's requests)"))
     if a is not None and a.engine == "keda" and not a.scale_to_zero and not t.service_monitor:
         # KEDA asks Prometheus; without a scrape the query is empty and the autoscaler never sees its metric.
         problems.append(Problem("target.service_monitor", "the KEDA Prometheus trigger reads the engine's queue "
                                 f"gauge from {a.prometheus_url}, but nothing makes Prometheus scrape the engine pods",
                                 "false", hint="set target.service_monitor: true (a Prometheus operator ServiceMonitor "
                                 "for the engine's /metrics)"))
-    if a is not None and a.scale_to_zero and a.engine != "keda":
-        problems.append(Problem("target.autoscaling.scale_to_zero", "needs engine: keda (the HTTP add-on)",
-                                repr(a.engine)))
+    problems += _scale_to_zero(t) if a is not None and a.scale_to_zero else []
     if a is not None and a.engine == "hpa" and a.cooldown_s > 3600:
         problems.append(Problem("target.autoscaling.cooldown_s", "an HPA stabilization window is at most 3600 s",
                                 repr(a.cooldown_s), hint="lower it, or use engine: keda"))
@@ -71,6 +70,25 @@ def _scaling(d: Deployment, t: TargetSection) -> list[Problem]:
     if t.ingress and t.ingress.tls_secret is None:
         problems.append(Problem("target.ingress.tls_secret", "no TLS: the API key would cross the network in clear",
                                 hint="name a kubernetes.io/tls Secret", severity="warning"))
+    return problems
+
+
+def _scale_to_zero(t: TargetSection) -> list[Problem]:
+    """What scale to zero needs: KEDA (an HPA never goes below one) and a gateway that holds the first request."""
+    a, problems = t.autoscaling, []
+    if a.engine != "keda":
+        problems.append(Problem("target.autoscaling.scale_to_zero", "needs engine: keda (it scales from zero "
+                                "on the gateway's requests; an HPA never goes below one)", repr(a.engine),
+                                hint="set target.autoscaling.engine: keda"))
+    if t.gateway is None:
+        problems.append(Problem("target.autoscaling.scale_to_zero", "needs target.gateway: the gateway holds a "
+                                "request while no engine pod is ready and counts it to wake one", "no gateway",
+                                hint="add `gateway: {hold_s: 300}` under target (hold_s: longer than a cold "
+                                "start, docs/kubernetes.md)"))
+    if t.gateway is not None and t.gateway.hold_s == 0:
+        problems.append(Problem("target.gateway.hold_s", "0: the first request after an idle time would get 503 "
+                                "at once instead of waiting for the replica it wakes", "0",
+                                hint="set it above the measured cold start (docs/kubernetes.md)"))
     return problems
 
 
@@ -97,7 +115,7 @@ def check_kubernetes(d: Deployment) -> list[Problem]:
 
 
 def _gateway(d: Deployment, t: TargetSection) -> list[Problem]:
-    """What the cluster's gateway cannot front yet: an engine behind its own auth proxy, the HTTP add-on."""
+    """What the cluster's gateway cannot front yet: an engine behind its own auth proxy."""
     from infra.engines.registry import engine_for
 
     if t.gateway is None:
@@ -106,10 +124,6 @@ def _gateway(d: Deployment, t: TargetSection) -> list[Problem]:
     if engine_for(d.engine.kind).needs_auth_proxy:
         problems.append(Problem("target.gateway", f"{d.engine.kind} on Kubernetes keeps its own auth proxy, which "
                                 "wants the key the gateway removes", hint="drop target.gateway for this engine"))
-    if t.autoscaling is not None and t.autoscaling.scale_to_zero:
-        problems.append(Problem("target.gateway", "scale_to_zero wakes pods through the HTTP add-on's "
-                                "interceptor, which would bypass the gateway",
-                                hint="drop target.gateway or autoscaling.scale_to_zero"))
     return problems
 
 

@@ -175,17 +175,13 @@ class KubernetesTarget(pulumi.ComponentResource):
                    spec=gateway.service_spec(ctx))
         self._make(k8s.networking.v1.NetworkPolicy, "engine-policy", deps, metadata=ctx.meta(ctx.name, "engine"),
                    spec=gateway.network_policy_spec(ctx))
+        self._make(k8s.networking.v1.NetworkPolicy, "gateway-policy", deps, metadata=meta,
+                   spec=gateway.gateway_policy_spec(ctx))
 
     def _extras(self, deps: list) -> None:
         ctx, t = self._ctx, self._ctx.t
         backend, port = (gateway.gateway_name(ctx), 80) if t.gateway is not None else (ctx.name, ctx.spec.port)
-        if ctx.scales_to_zero:
-            wake = self._make(k8s.core.v1.Service, "wake", deps, metadata=ctx.meta(f"{ctx.name}-wake", "wake"),
-                              spec=scaling.wake_service_spec(ctx))
-            self._custom("httpscaledobject", scaling.HTTP_ADDON_API, "HTTPScaledObject", ctx.name,
-                         scaling.http_scaled_object_spec(ctx), deps + [wake])
-            backend, port = f"{ctx.name}-wake", t.autoscaling.interceptor_port
-        elif t.autoscaling is not None and t.autoscaling.engine == "keda":
+        if t.autoscaling is not None and t.autoscaling.engine == "keda":
             self._custom("scaledobject", scaling.KEDA_API, "ScaledObject", ctx.name,
                          scaling.scaled_object_spec(ctx), deps)
         elif t.autoscaling is not None:
@@ -204,6 +200,9 @@ class KubernetesTarget(pulumi.ComponentResource):
         if t.service_monitor:
             self._custom("servicemonitor", scaling.MONITOR_API, "ServiceMonitor", ctx.name,
                          scaling.service_monitor_spec(ctx), deps)
+        if t.gateway is not None and (t.service_monitor or ctx.scales_to_zero):  # scale to zero wakes on it
+            self._custom("gateway-monitor", scaling.MONITOR_API, "ServiceMonitor", gateway.gateway_name(ctx),
+                         scaling.gateway_monitor_spec(ctx), deps)
 
     def _custom(self, suffix: str, api: str, kind: str, obj_name: str, spec: dict, deps: list) -> Any:
         return self._make(k8s.apiextensions.CustomResource, suffix, deps, api_version=api, kind=kind,
@@ -217,6 +216,4 @@ class KubernetesTarget(pulumi.ComponentResource):
             return f"{scheme}://{ctx.t.ingress.host}"
         if ctx.t.gateway is not None:
             return f"http://{gateway.gateway_name(ctx)}.{ctx.ns}.svc.cluster.local"
-        if ctx.scales_to_zero:  # through the interceptor, so that a request wakes a replica
-            return f"http://{ctx.name}-wake.{ctx.ns}.svc.cluster.local:{ctx.t.autoscaling.interceptor_port}"
         return f"http://{ctx.name}.{ctx.ns}.svc.cluster.local:{ctx.spec.port}"

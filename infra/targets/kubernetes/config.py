@@ -36,18 +36,15 @@ class Autoscaling(StrictSection):
                                description="per-pod queue gauge; default vllm:num_requests_waiting for vLLM")
     cooldown_s: int = Field(default=300, ge=0, le=86400, description="seconds of low load before scaling in")
     concurrency_target: int = Field(default=64, ge=1, le=INT32_MAX,
-                                    description="scale_to_zero: in-flight requests per replica")
-    interceptor_host: str = Field(default="keda-add-ons-http-interceptor-proxy.keda.svc.cluster.local",
-                                  pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
-                                  description="scale_to_zero: the KEDA HTTP add-on interceptor Service")
-    interceptor_port: int = Field(default=8080, ge=1, le=65535)
+                                    description="scale_to_zero: requests in flight at the gateway per replica")
 
     @model_validator(mode="after")
     def _bounds(self) -> "Autoscaling":
         if self.min_replicas > self.max_replicas:
             raise ValueError("min_replicas must not exceed max_replicas")
         if self.min_replicas == 0 and not (self.scale_to_zero and self.engine == "keda"):
-            raise ValueError("min_replicas 0 needs scale_to_zero: true with engine: keda (the HTTP add-on wakes a replica)")
+            raise ValueError("min_replicas 0 needs scale_to_zero: true with engine: keda (a request at the gateway "
+                             "wakes a replica)")
         return self
 
 

@@ -58,7 +58,7 @@ class Ctx:
 
     @property
     def scales_to_zero(self) -> bool:
-        """True when KEDA's HTTP add-on owns the replica count and wakes pods on requests."""
+        """True when KEDA may take the engine to zero pods, woken by requests the gateway holds meanwhile."""
         a = self.t.autoscaling
         return a is not None and a.engine == "keda" and a.scale_to_zero
 

@@ -9,6 +9,7 @@ from infra.gateway.caddy import GatewayPlan, GatewaySecrets, caddy_json, key_id
 from infra.targets.kubernetes.context import DRAIN, Ctx
 
 PORT = 8080  # the pods' port (no capability needed to bind it); the Service answers on 80
+METRICS_PORT = 9180  # Caddy's request metrics, for the scraper's namespace only (gateway_policy_spec)
 STATE = "/data"  # Caddy's state: its admin socket, logs and access log (an emptyDir: the pod's own)
 CONF_DIR, CONF = "/etc/caddy", "caddy.json"
 
@@ -35,7 +36,7 @@ def gateway_plan(ctx: Ctx, service_ip: str | None = None) -> GatewayPlan:
     return GatewayPlan(state_dir=STATE, upstreams=(f"{host}:{ctx.spec.port}",),
                        api_routes=engine_for(ctx.d.engine.kind).api_routes, health_path=ctx.spec.health_path,
                        tls="off", http_port=PORT, max_body_bytes=g.max_body_mb << 20, hold_s=g.hold_s,
-                       balance="round_robin", access_log_days=g.access_log_days)
+                       balance="round_robin", access_log_days=g.access_log_days, metrics_port=METRICS_PORT)
 
 
 def config_text(ctx: Ctx, keys: tuple[str, ...], service_ip: str | None = None) -> str:
@@ -59,14 +60,18 @@ def pod_spec(ctx: Ctx, config_hash_value: str) -> dict[str, Any]:
         "name": "gateway", "image": g.image, "command": ["caddy", "run", "--config", posixpath.join(CONF_DIR, CONF)],
         "env": [{"name": "HOME", "value": STATE}, {"name": "XDG_DATA_HOME", "value": xdg},
                 {"name": "XDG_CONFIG_HOME", "value": xdg}],
-        "ports": [{"name": "http", "containerPort": PORT, "protocol": "TCP"}],
+        "ports": [{"name": "http", "containerPort": PORT, "protocol": "TCP"},
+                  {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
         "volumeMounts": [{"name": "config", "mountPath": CONF_DIR, "readOnly": True},
                          {"name": "state", "mountPath": STATE}],
         # Ready once it listens: it holds requests while no engine pod is (hold_s), and says so on /health.
         "readinessProbe": {"tcpSocket": {"port": "http"}, "periodSeconds": 2, "failureThreshold": 3},
         "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "512Mi"}},
         "lifecycle": DRAIN,  # serves on while kube-proxy takes it out of the Service: a roll fails no request
-        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        # The official image's binary carries cap_net_bind_service=+ep: exec fails with EPERM unless that one
+        # capability is in the bounding set (caddy-docker#396), so it is the one kept; nothing else is.
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}},
     }
     where: dict[str, Any] = {"nodeSelector": dict(g.node_selector)} if g.node_selector else {}
     if g.tolerations:
@@ -97,15 +102,25 @@ def selector(ctx: Ctx) -> dict[str, str]:
 def service_spec(ctx: Ctx) -> dict[str, Any]:
     """The gateway's Service: what the Ingress (and in-cluster clients) call."""
     return {"type": "ClusterIP", "selector": selector(ctx),
-            "ports": [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}]}
+            "ports": [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"},
+                      {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"}]}
+
+
+def _scraper(ctx: Ctx) -> dict[str, Any]:
+    return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ctx.t.gateway.scraper_namespace}}}
+
+
+def gateway_policy_spec(ctx: Ctx) -> dict[str, Any]:
+    """Gateway pods take API traffic from anywhere (the Ingress, clients) and metrics scrapes from the
+    scraper's namespace alone."""
+    return {"podSelector": {"matchLabels": selector(ctx)}, "policyTypes": ["Ingress"],
+            "ingress": [{"ports": [{"port": "http", "protocol": "TCP"}]},
+                        {"from": [_scraper(ctx)], "ports": [{"port": "metrics", "protocol": "TCP"}]}]}
 
 
 def network_policy_spec(ctx: Ctx) -> dict[str, Any]:
     """Engine pods take connections only from the gateway's pods and from the metrics scraper's namespace: the
     engines carry no key, so nothing else in the cluster may reach them (where the CNI enforces policies)."""
-    g = ctx.t.gateway
-    assert g is not None
-    scraper = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": g.scraper_namespace}}}
     return {"podSelector": {"matchLabels": ctx.selector}, "policyTypes": ["Ingress"],
-            "ingress": [{"from": [{"podSelector": {"matchLabels": selector(ctx)}}, scraper],
+            "ingress": [{"from": [{"podSelector": {"matchLabels": selector(ctx)}}, _scraper(ctx)],
                          "ports": [{"port": "http", "protocol": "TCP"}]}]}

@@ -2,7 +2,10 @@
 gateway, which refuses the path to everyone)."""
 from __future__ import annotations
 
+from typing import Any
+
 from infra.stack.config import Deployment
+from infra.targets.kubernetes import names
 from infra.targets.contract import MetricsRead
 
 
@@ -12,7 +15,7 @@ READ = ("import sys, urllib.request as u; sys.stdout.write(u.urlopen('http://127
         "timeout=5).read().decode())")
 
 
-def engine_pods(d: Deployment) -> tuple[object, list]:
+def engine_pods(d: Deployment) -> tuple[Any, list]:
     """(a CoreV1Api client of the stack's cluster, the engine's pods there): the serving pods, not the gateway's
     or a build Job's."""
     from kubernetes import client
@@ -38,6 +41,10 @@ def engine_metrics(d: Deployment) -> list[MetricsRead]:
         pods = [p for p in found if p.status.phase == "Running"]
     except Exception as e:  # noqa: BLE001  (unreachable, forbidden: said, not raised)
         return [MetricsRead(f"namespace {t.namespace}", None, f"not read: {type(e).__name__}")]
+    if not pods and scaled_to_zero(d, core):
+        return [MetricsRead(f"deployment {names.app_name(d)}", None, "scaled to zero (no engine pod): the next "
+                            f"request with a key wakes one, held at the gateway up to {t.gateway.hold_s} s",
+                            at_zero=True)]
     cmd = ["python3", "-c", READ.format(port=spec.listen_port, path=spec.metrics_path)]
     out = []
     for p in pods:
@@ -50,3 +57,14 @@ def engine_metrics(d: Deployment) -> list[MetricsRead]:
             why = str(getattr(e, "body", "") or e).replace("\n", " ")[:240]
             out.append(MetricsRead(source, None, f"GET {spec.metrics_path} inside the engine container failed: {why}"))
     return out
+
+
+def scaled_to_zero(d: Deployment, core: Any) -> bool:
+    """Whether KEDA took the engine's Deployment to zero replicas (a stack that may scale to zero only)."""
+    from kubernetes import client
+
+    a = d.target.autoscaling
+    if a is None or not a.scale_to_zero:
+        return False
+    scale = client.AppsV1Api(core.api_client).read_namespaced_deployment_scale(names.app_name(d), d.target.namespace)
+    return (scale.spec.replicas or 0) == 0

@@ -11,7 +11,7 @@ from infra.stack.stackfile import Stack
 from infra.targets.kubernetes import offline
 
 ORDER = ["Namespace", "Secret", "ConfigMap", "PersistentVolumeClaim", "Job", "Deployment", "Service", "Ingress",
-         "PodDisruptionBudget", "HorizontalPodAutoscaler", "ScaledObject", "HTTPScaledObject", "ServiceMonitor"]
+         "NetworkPolicy", "PodDisruptionBudget", "HorizontalPodAutoscaler", "ScaledObject", "ServiceMonitor"]
 TOP = ["apiVersion", "kind", "metadata", "type", "spec", "data", "stringData"]
 
 

@@ -67,12 +67,11 @@ def _pod_facts(pod: Any, node: Any, switches: list[str]) -> ReplicaFacts:
 
 def replica_facts(d: Deployment) -> list[ReplicaFacts]:
     """Every serving pod, read from the API server."""
-    from infra.engines.common import telemetry_switches
-    from infra.engines.registry import engine_for
+    from infra.engines.common import expected_switches
     from infra.targets.kubernetes.inside import engine_pods
 
     t = d.target
-    switches = list(telemetry_switches(d, *engine_for(d.engine.kind).usage_off))
+    switches = list(expected_switches(d))
     try:
         core, pods = engine_pods(d)
         nodes = {n.metadata.name: n for n in core.list_node().items}  # type: ignore[attr-defined]

@@ -1,4 +1,4 @@
-"""Service, Ingress, PodDisruptionBudget, autoscalers (KEDA, HPA, HTTP add-on) and ServiceMonitor bodies."""
+"""Service, Ingress, PodDisruptionBudget, autoscalers (KEDA, HPA) and ServiceMonitor bodies."""
 from __future__ import annotations
 
 from typing import Any
@@ -6,8 +6,9 @@ from typing import Any
 from infra.targets.kubernetes.context import Ctx
 
 KEDA_API = "keda.sh/v1alpha1"
-HTTP_ADDON_API = "http.keda.sh/v1alpha1"
 MONITOR_API = "monitoring.coreos.com/v1"
+POLL_S = 15  # how often KEDA asks Prometheus (and decides 0 -> 1)
+WAKE_WINDOW = "1m"  # a request within it keeps a woken deployment up (then cooldown_s, then zero)
 
 
 def queue_metric(ctx: Ctx) -> str | None:
@@ -20,13 +21,6 @@ def service_spec(ctx: Ctx) -> dict[str, Any]:
     """A ClusterIP Service in front of the serving pods."""
     return {"type": "ClusterIP", "selector": ctx.selector,
             "ports": [{"name": "http", "port": ctx.spec.port, "targetPort": "http", "protocol": "TCP"}]}
-
-
-def wake_service_spec(ctx: Ctx) -> dict[str, Any]:
-    """ExternalName to the HTTP add-on's interceptor: the Ingress sends traffic there so a request wakes a pod."""
-    a = ctx.t.autoscaling
-    return {"type": "ExternalName", "externalName": a.interceptor_host,
-            "ports": [{"name": "http", "port": a.interceptor_port, "protocol": "TCP"}]}
 
 
 def ingress_spec(ctx: Ctx, backend: str, port: int) -> dict[str, Any]:
@@ -52,16 +46,43 @@ def prometheus_query(ctx: Ctx) -> str:
     return f'sum({queue_metric(ctx)}{{namespace="{ctx.ns}",model_name="{ctx.spec.served_model_name}"}})'
 
 
-def scaled_object_spec(ctx: Ctx) -> dict[str, Any]:
-    """KEDA ScaledObject: min..max replicas on the engine's queue through a Prometheus trigger."""
+def wake_query(ctx: Ctx) -> str:
+    """Requests that passed the gateway's key check, in flight (held while no engine pod is ready, or proxied),
+    plus one while any came within the last WAKE_WINDOW (short requests between two scrapes keep it warm). An
+    anonymous request never reaches the counted handler: it cannot start a GPU."""
+    from infra.gateway.caddy import WAKE_HANDLER
+    from infra.targets.kubernetes.gateway import gateway_name
+
+    sel = f'namespace="{ctx.ns}",service="{gateway_name(ctx)}",server="gateway",handler="{WAKE_HANDLER}"'
+    return (f"(sum(caddy_http_requests_in_flight{{{sel}}}) or vector(0)) + "
+            f"((sum(increase(caddy_http_requests_total{{{sel}}}[{WAKE_WINDOW}])) > bool 0) or vector(0))")
+
+
+def _queue_trigger(ctx: Ctx) -> dict[str, Any]:
     a = ctx.t.autoscaling
+    return {"type": "prometheus", "metricType": "AverageValue", "metadata": {
+        "serverAddress": a.prometheus_url, "query": prometheus_query(ctx), "threshold": str(a.queue_target)}}
+
+
+def _wake_trigger(ctx: Ctx) -> dict[str, Any]:
+    a = ctx.t.autoscaling
+    return {"type": "prometheus", "metricType": "AverageValue", "name": "gateway-requests", "metadata": {
+        "serverAddress": a.prometheus_url, "query": wake_query(ctx), "threshold": str(a.concurrency_target),
+        "activationThreshold": "0"}}
+
+
+def scaled_object_spec(ctx: Ctx) -> dict[str, Any]:
+    """KEDA ScaledObject: min..max replicas on the engine's queue through a Prometheus trigger; with scale to
+    zero, 0..max, woken by the gateway's authenticated requests (the gateway holds them meanwhile)."""
+    a = ctx.t.autoscaling
+    triggers = [_queue_trigger(ctx)] if not ctx.scales_to_zero or ctx.t.service_monitor else []
+    if ctx.scales_to_zero:
+        triggers.append(_wake_trigger(ctx))
     return {
         "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": ctx.name},
         "minReplicaCount": a.min_replicas, "maxReplicaCount": a.max_replicas,
-        "pollingInterval": 15, "cooldownPeriod": a.cooldown_s,
-        "triggers": [{"type": "prometheus", "metricType": "AverageValue", "metadata": {
-            "serverAddress": a.prometheus_url, "query": prometheus_query(ctx),
-            "threshold": str(a.queue_target)}}],
+        "pollingInterval": POLL_S, "cooldownPeriod": a.cooldown_s,
+        "triggers": triggers,
         # cooldownPeriod is KEDA's wait before scaling to zero only; scaling in between min and max is the HPA's
         # (5 min by default): cooldown_s sets both, as it sets the plain HPA's.
         "advanced": {"horizontalPodAutoscalerConfig": {"behavior": {
@@ -88,28 +109,15 @@ def hpa_spec(ctx: Ctx) -> dict[str, Any]:
     }
 
 
-def wake_hosts(ctx: Ctx) -> list[str]:
-    """Host headers the interceptor routes to this model: the Ingress host and the in-cluster wake Service."""
-    hosts = [f"{ctx.name}-wake.{ctx.ns}.svc.cluster.local"]
-    return ([ctx.t.ingress.host] if ctx.t.ingress else []) + hosts
-
-
-def http_scaled_object_spec(ctx: Ctx) -> dict[str, Any]:
-    """KEDA HTTP add-on: 0..max replicas; a request held by the interceptor wakes a pod."""
-    a = ctx.t.autoscaling
-    return {
-        "hosts": wake_hosts(ctx),
-        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": ctx.name,
-                           "service": ctx.name, "port": ctx.spec.port},
-        "replicas": {"min": a.min_replicas, "max": a.max_replicas},
-        "scaledownPeriod": a.cooldown_s,
-        "scalingMetric": {"concurrency": {"targetValue": a.concurrency_target}},
-        # Hold the first request for as long as a cold start may take (weights + engine init).
-        "timeouts": {"conditionWait": f"{ctx.t.startup_timeout_s}s"},
-    }
-
-
 def service_monitor_spec(ctx: Ctx) -> dict[str, Any]:
     """Prometheus operator ServiceMonitor scraping the engine's metrics path."""
     return {"selector": {"matchLabels": ctx.selector},
             "endpoints": [{"port": "http", "path": ctx.spec.metrics_path, "interval": "15s"}]}
+
+
+def gateway_monitor_spec(ctx: Ctx) -> dict[str, Any]:
+    """ServiceMonitor for the gateway's own request metrics (what wakes a deployment scaled to zero)."""
+    from infra.targets.kubernetes import gateway
+
+    return {"selector": {"matchLabels": gateway.selector(ctx)},
+            "endpoints": [{"port": "metrics", "path": "/metrics", "interval": "15s"}]}

@@ -6,7 +6,6 @@ The config holds the keys: it is written 0600 into a 0700 folder, and its hash, 
 """
 from __future__ import annotations
 
-import datetime as dt
 import json
 import posixpath
 import shlex
@@ -95,7 +94,9 @@ def key_ledger(old_text: str, keys: tuple[str, ...], now: str) -> str:
 
 
 def _files(a: GatewayArgs, sec: GatewaySecrets, ledger_text: str = "") -> list[RemoteFile]:
-    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    from infra.privacy.record import utc_text
+
+    now = utc_text()
     files = [RemoteFile(a.conf_path, caddy_json(a.plan, sec), 0o600),
              RemoteFile(a.ledger_path, key_ledger(ledger_text, sec.api_keys, now), 0o600)]
     if a.plan.acme_ca_root:

@@ -76,13 +76,12 @@ def parse_facts(source: str, place: dict[str, str], text: str) -> ReplicaFacts:
 
 def replica_facts(d: Deployment, private_key: str) -> list[ReplicaFacts]:
     """Every host's facts, in host order, read in parallel."""
-    from infra.engines.common import telemetry_switches
-    from infra.engines.registry import engine_for
+    from infra.engines.common import expected_switches
     from infra.targets.ssh.plan import plan_deployment
     from infra.targets.ssh.service import built_engines
 
     plan = plan_deployment(d)
-    switches = list(telemetry_switches(d, *engine_for(d.engine.kind).usage_off))
+    switches = list(expected_switches(d))
     gw = plan.gateway
 
     def one(hp) -> ReplicaFacts:

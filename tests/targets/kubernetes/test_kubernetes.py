@@ -25,7 +25,7 @@ KINDS = {
                             "PodDisruptionBudget", "HorizontalPodAutoscaler", "ServiceMonitor"},
     "stream-fixed-replicas": {"Namespace", "Secret", "ConfigMap", "Deployment", "Service"},
     "scale-to-zero-ingress": {"Namespace", "Secret", "ConfigMap", "Deployment", "Service", "Ingress",
-                              "HTTPScaledObject"},
+                              "NetworkPolicy", "ScaledObject", "ServiceMonitor"},
     "trtllm-build-tp2": {"Namespace", "Secret", "ConfigMap", "Job", "Deployment", "Service", "PodDisruptionBudget",
                          "ScaledObject", "ServiceMonitor"},
     "existing-namespace-no-ingress-tls": {"Secret", "ConfigMap", "Deployment", "Service", "Ingress", "ScaledObject",
@@ -139,16 +139,27 @@ def test_autoscalers_follow_the_queue_and_leave_replicas_alone(rendered):
     assert hpa["metrics"][0]["pods"]["metric"]["name"] == "vllm_num_requests_waiting"
 
 
-def test_scale_to_zero_routes_the_ingress_through_the_interceptor(rendered):
+def test_scale_to_zero_wakes_on_the_gateways_authenticated_requests(rendered):
     manifests = rendered["scale-to-zero-ingress"]
-    http = by_kind(manifests, "HTTPScaledObject")[0]["spec"]
-    assert http["replicas"]["min"] == 0 and "llm.example.eu" in http["hosts"]
-    assert http["timeouts"]["conditionWait"] == "1800s"
-    wake = next(s for s in by_kind(manifests, "Service") if s["spec"]["type"] == "ExternalName")
+    (so,) = by_kind(manifests, "ScaledObject")
+    spec = so["spec"]
+    assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (0, 4)
+    (wake,) = spec["triggers"]  # no engine ServiceMonitor: the gateway's requests alone scale it
+    assert wake["metadata"]["activationThreshold"] == "0" and 'handler="log_append"' in wake["metadata"]["query"]
+    (monitor,) = by_kind(manifests, "ServiceMonitor")
+    gw = next(s for s in by_kind(manifests, "Service") if s["metadata"]["name"].endswith("-gateway"))
+    assert f'service="{gw["metadata"]["name"]}"' in wake["metadata"]["query"]
+    labels = gw["metadata"]["labels"]
+    assert all(labels.get(k) == v for k, v in monitor["spec"]["selector"]["matchLabels"].items())
+    assert monitor["spec"]["endpoints"][0]["port"] in {p["name"] for p in gw["spec"]["ports"]}
     rule = by_kind(manifests, "Ingress")[0]["spec"]
-    assert rule["rules"][0]["http"]["paths"][0]["backend"]["service"]["name"] == wake["metadata"]["name"]
+    assert rule["rules"][0]["http"]["paths"][0]["backend"]["service"]["name"] == gw["metadata"]["name"]
     assert rule["tls"] == [{"hosts": ["llm.example.eu"], "secretName": "llm-tls"}]
-    assert not by_kind(manifests, "ScaledObject")  # one owner of the replica count
+    # The metrics port is for the scraper's namespace only; the API port for everyone.
+    policy = next(p for p in by_kind(manifests, "NetworkPolicy") if p["metadata"]["name"].endswith("-gateway"))
+    api, metrics = policy["spec"]["ingress"]
+    assert "from" not in api and metrics["from"][0]["namespaceSelector"]["matchLabels"] == {
+        "kubernetes.io/metadata.name": "monitoring"}
 
 
 def test_build_job_runs_before_the_deployment_and_objects_wait_for_their_inputs():
@@ -220,10 +231,6 @@ def test_validators_reject_what_they_should(rendered):
     so["spec"]["minReplicas"] = 1  # KEDA spells it minReplicaCount
     with pytest.raises(jsonschema.ValidationError):
         validate(so)
-    http = json.loads(json.dumps(by_kind(rendered["scale-to-zero-ingress"], "HTTPScaledObject")[0]))
-    http["spec"]["scaleTargetRef"]["portName"] = "http"  # port and portName together break the CEL rule
-    with pytest.raises(jsonschema.ValidationError):
-        validate(http)
 
 
 def test_missing_secret_value_is_a_clear_error():

@@ -14,6 +14,7 @@ import yaml
 from infra.targets.kubernetes.weights import TEMPLATES, VERIFY_SCRIPT
 from tests.support.kubernetes_stacks import K8S_STACK
 
+ZERO = {"engine": "keda", "min_replicas": 0, "max_replicas": 2, "scale_to_zero": True}
 BAD = [
     ({"cache_size": "100GB"}, "target.cache_size", "not a Kubernetes quantity"),
     ({"memory": "64 GB"}, "target.memory", "not a Kubernetes quantity"),
@@ -27,6 +28,8 @@ BAD = [
     ({"autoscaling": {"engine": "hpa", "min_replicas": 0, "max_replicas": 2}}, "target.autoscaling", "scale_to_zero"),
     ({"autoscaling": {"engine": "hpa", "cooldown_s": 7200}}, "target.autoscaling.cooldown_s", "at most 3600"),
     ({"autoscaling": None, "replicas": 2, "pdb_min_available": 3}, "target.pdb_min_available", "drain"),
+    ({"autoscaling": ZERO}, "target.autoscaling.scale_to_zero", "needs target.gateway"),
+    ({"autoscaling": ZERO, "gateway": {"hold_s": 0}}, "target.gateway.hold_s", "503 at once"),
 ]
 
 
@@ -50,6 +53,15 @@ def test_validate_rejects_with_field_and_reason(cli, tmp_path, change, path, wor
     line = next((ln for ln in result.output.splitlines() if f"• {path}" in ln), None)
     assert line is not None, result.output
     assert words in line and "Traceback" not in result.output
+
+
+def test_the_printed_fix_for_scale_to_zero_without_a_gateway_validates(cli, tmp_path):
+    result = cli("validate", _stack(tmp_path, {"autoscaling": ZERO}))
+    hint = next(ln for ln in result.output.splitlines() if "target.autoscaling.scale_to_zero" in ln)
+    assert "add `gateway: {hold_s: 300}` under target" in result.output, result.output
+    fixed = yaml.safe_load("{hold_s: 300}")  # the text the hint quotes, as YAML
+    result = cli("validate", _stack(tmp_path, {"autoscaling": ZERO, "gateway": fixed}))
+    assert result.exit_code == 0 and hint not in result.output, result.output
 
 
 def test_validate_accepts_the_bundled_kubernetes_stack(cli):

@@ -48,8 +48,14 @@ def test_the_bundled_keda_stack_renders_a_monitor_that_scrapes_what_keda_queries
     assert endpoint["path"] == "/metrics" and endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
 
 
-@pytest.mark.parametrize("autoscaling", [None, {"engine": "keda", "min_replicas": 0, "max_replicas": 2,
-                                               "scale_to_zero": True}])
-def test_no_prometheus_trigger_needs_no_monitor(autoscaling):
-    d = parse_deployment(_with_target(service_monitor=False, autoscaling=autoscaling), "test")
+def test_no_prometheus_trigger_needs_no_monitor():
+    d = parse_deployment(_with_target(service_monitor=False, autoscaling=None), "test")
     assert "ServiceMonitor" not in {m["kind"] for m in objects(d, spec_of(d), "test")}
+
+
+def test_scale_to_zero_scrapes_the_gateway_not_the_engine():
+    d = parse_deployment(_with_target(service_monitor=False, gateway={"hold_s": 300}, autoscaling={
+        "engine": "keda", "min_replicas": 0, "max_replicas": 2, "scale_to_zero": True}), "test")
+    (monitor,) = [m for m in objects(d, spec_of(d), "test") if m["kind"] == "ServiceMonitor"]
+    assert monitor["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "gateway"
+    assert monitor["spec"]["endpoints"][0]["port"] == "metrics"

@@ -72,7 +72,16 @@ def test_the_engine_pod_carries_no_client_key_and_only_the_gateway_may_reach_it(
                                           "-o", "json").stdout)["items"]
     assert gateways and all(p["status"]["phase"] == "Running" for p in gateways)
     c = gateways[0]["spec"]["containers"][0]
-    assert c["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    assert c["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                    "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}}
+    # The binary carries the official image's file capability (which makes exec fail under drop ALL alone), and
+    # the running Caddy holds that one capability and nothing else, as the kernel reports it.
+    name = gateways[0]["metadata"]["name"]
+    probe = ("import os; print(os.getxattr('/usr/bin/caddy', 'security.capability').hex()); "
+             "print([l.split()[1] for l in open('/proc/1/status') if l.startswith('CapEff')][0])")
+    xattr, eff = cluster.kubectl("exec", "-n", NS, name, "--", "python3", "-c", probe).stdout.split()
+    assert xattr.startswith("01000002") and int(xattr[8:16], 16) == 0x00040000, xattr  # +ep, bit 10 (LE)
+    assert int(eff, 16) == 1 << 10, eff
 
 
 def test_status_reads_the_engine_metrics_inside_the_cluster_while_the_gateway_refuses_them(gw, node, cluster):
