@@ -90,13 +90,6 @@ def telemetry_switches(d: Deployment, *usage_off: str) -> dict[str, str]:
     return env
 
 
-def expected_switches(d: Deployment) -> dict[str, str]:
-    """The telemetry switches the stack's engine must run with (what the record checks on every replica)."""
-    from infra.engines.registry import engine_for
-
-    return telemetry_switches(d, *engine_for(d.engine.kind).usage_off)
-
-
 def hf_env(d: Deployment, *usage_off: str) -> list[EnvVar]:
     """Nothing sent out, then the Hugging Face token when the stack has one (gated tokenizers, HF-id drafts).
 

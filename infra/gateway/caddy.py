@@ -19,6 +19,7 @@ the key); request and response headers, client addresses and TLS details are fil
 """
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import posixpath
@@ -79,6 +80,11 @@ class GatewaySecrets:
     api_keys: tuple[str, ...]  # every key clients may use (the current one first)
     certificate_key: str = ""
     eab_hmac_key: str = ""
+
+
+def utc_text(now: dt.datetime | None = None) -> str:
+    """A time as the record and the gateway's key ledger write it (UTC, to the second)."""
+    return (now or dt.datetime.now(dt.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def key_id(key: str) -> str:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from infra.errors import Problem
+from infra.gateway.caddy import utc_text
 from infra.privacy.subprocessors import SubProcessor, check_sub_processors, sub_processors
 from infra.stack.checks import check_residency
 from infra.stack.config import Deployment
@@ -48,14 +49,9 @@ def prompt_flags(d: Deployment) -> tuple[str, ...]:
     return tuple("--" + dest.replace("_", "-") for dest in engine_for(d.engine.kind).prompt_logging)
 
 
-def utc_text(now: dt.datetime | None = None) -> str:
-    """A time as the record and the gateway's key ledger write it (UTC, to the second)."""
-    return (now or dt.datetime.now(dt.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def build_record(stack: "Stack", replicas: list[ReplicaFacts], now: dt.datetime | None = None) -> Record:
     """The record of STACK with what its replicas said of themselves."""
-    from infra.engines.common import expected_switches
+    from infra.engines.registry import expected_switches
     from infra.targets.registry import target_for
 
     d = stack.deployment

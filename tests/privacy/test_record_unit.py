@@ -54,7 +54,7 @@ def test_no_engine_process_is_a_replica_that_cannot_be_checked():
 
 def _record(stack, **facts):
     d = stack.deployment
-    from infra.engines.common import expected_switches
+    from infra.engines.registry import expected_switches
 
     env = expected_switches(d)
     base = dict(source="host gpu-1", place={"address": "10.0.0.2"}, gpus=("NVIDIA H100 80GB HBM3",), env=env)

@@ -67,7 +67,7 @@ def _pod_facts(pod: Any, node: Any, switches: list[str]) -> ReplicaFacts:
 
 def replica_facts(d: Deployment) -> list[ReplicaFacts]:
     """Every serving pod, read from the API server."""
-    from infra.engines.common import expected_switches
+    from infra.engines.registry import expected_switches
     from infra.targets.kubernetes.inside import engine_pods
 
     t = d.target

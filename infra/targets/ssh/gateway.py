@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from infra.errors import RemoteError, SecretError
 from infra.stack.secretfix import SecretField
 from infra.stack.secrets import checked_edge_key
-from infra.gateway.caddy import GatewayPlan, GatewaySecrets, caddy_json, key_id
+from infra.gateway.caddy import GatewayPlan, GatewaySecrets, caddy_json, key_id, utc_text
 from infra.targets.ssh.files import RemoteFile, differing, parse_state, state_command, upload
 from infra.targets.ssh.oplog import Ops
 from infra.targets.ssh.pool import Conn, session
@@ -94,8 +94,6 @@ def key_ledger(old_text: str, keys: tuple[str, ...], now: str) -> str:
 
 
 def _files(a: GatewayArgs, sec: GatewaySecrets, ledger_text: str = "") -> list[RemoteFile]:
-    from infra.privacy.record import utc_text
-
     now = utc_text()
     files = [RemoteFile(a.conf_path, caddy_json(a.plan, sec), 0o600),
              RemoteFile(a.ledger_path, key_ledger(ledger_text, sec.api_keys, now), 0o600)]

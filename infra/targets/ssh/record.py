@@ -76,7 +76,7 @@ def parse_facts(source: str, place: dict[str, str], text: str) -> ReplicaFacts:
 
 def replica_facts(d: Deployment, private_key: str) -> list[ReplicaFacts]:
     """Every host's facts, in host order, read in parallel."""
-    from infra.engines.common import expected_switches
+    from infra.engines.registry import expected_switches
     from infra.targets.ssh.plan import plan_deployment
     from infra.targets.ssh.service import built_engines
 
