@@ -140,13 +140,13 @@ class KubernetesTarget(pulumi.ComponentResource):
         floor = max(1, ctx.t.autoscaling.min_replicas) if ctx.t.autoscaling else 0
         return self._await(deployment, ctx.name, "rollout", "deployment", floor)
 
-    def _await(self, deployment: Any, name: str, role: str, of: str, floor: int) -> Any:
+    def _await(self, deployment: Any, name: str, role: str, of: str, floor: int, settled: bool = False) -> Any:
         """inferry's wait for a Deployment's rollout (rollout.py), with its reasons when it cannot finish."""
         ctx = self._ctx
         props = {"kubeconfig": kubeconfig_path(ctx.t.kubeconfig), "context": ctx.t.context, "namespace": ctx.ns,
                  "name": name, "revision": deployment.metadata.apply(_generation),
                  "schedule_timeout_s": ctx.t.schedule_timeout_s, "startup_timeout_s": ctx.t.startup_timeout_s,
-                 "floor": floor}
+                 "floor": floor, "settled": settled}
         suffix = role.removesuffix("rollout").rstrip("-")
         rollout = Rollout(f"{ctx.name}-{suffix + '-' if suffix else ''}rollout", self._fill(props),
                           pulumi.ResourceOptions(parent=self, depends_on=[deployment]))
@@ -169,8 +169,9 @@ class KubernetesTarget(pulumi.ComponentResource):
         meta_await = {**meta, "annotations": {"pulumi.com/skipAwait": "true"}}  # awaited below, as the engine's
         pods = self._make(k8s.apps.v1.Deployment, "gateway", deps + [secret], metadata=meta_await,
                           spec=rolls.apply(lambda h: gateway.deployment_spec(ctx, h)))
-        # `up` returns once the gateway pods run the new config: a client may move to a new key right after.
-        pods = self._await(pods, gateway.gateway_name(ctx), "gateway-rollout", "gateway", 0)
+        # `up` returns once only gateway pods with the new config are left, the draining old ones gone too: a
+        # client may move to a new key right after (seen on the real node: a 401 from an old pod still draining).
+        pods = self._await(pods, gateway.gateway_name(ctx), "gateway-rollout", "gateway", 0, settled=True)
         self._make(k8s.core.v1.Service, "gateway-service", deps + [pods], metadata=meta,
                    spec=gateway.service_spec(ctx))
         self._make(k8s.networking.v1.NetworkPolicy, "engine-policy", deps, metadata=ctx.meta(ctx.name, "engine"),

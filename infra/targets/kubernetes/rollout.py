@@ -20,7 +20,7 @@ FATAL_WAITING = ("ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CrashL
                  "CreateContainerConfigError")
 LOG_LINES = 10
 INPUTS = ("kubeconfig", "context", "namespace", "name", "revision", "schedule_timeout_s", "startup_timeout_s",
-          "floor")
+          "floor", "settled")
 FIELD_MANAGER = "inferry-rollout"
 
 
@@ -35,6 +35,7 @@ class Watch:
     schedule_timeout_s: float
     startup_timeout_s: float
     floor: int = 0  # replicas a new Deployment starts with when an autoscaler owns the count (0: leave it)
+    settled: bool = False  # also wait until no pod is terminating: an old pod drains, serving its old config
     poll_s: float = 2.0
 
 
@@ -85,6 +86,12 @@ def available(dep: Any) -> bool:
     return ((st.observed_generation or 0) >= dep.metadata.generation and conditions.get("Available") == "True"
             and updated >= want and (st.replicas or 0) <= updated and (st.available_replicas or 0) >= want
             and (st.ready_replicas or 0) >= want)
+
+
+def terminating(pods: list[Any]) -> list[str]:
+    """The pods still stopping: each keeps serving through its drain (context.DRAIN), so a Service may still
+    route a request to the old revision for that long after the Deployment counts as rolled out."""
+    return [p.metadata.name for p in pods if p.metadata.deletion_timestamp is not None]
 
 
 def stuck(pods: list[Any]) -> tuple[str, str, tuple[str, str] | None] | None:
@@ -140,10 +147,11 @@ def wait(w: Watch, clock=time.monotonic, floor: bool = False) -> None:
     start, unschedulable_since = clock(), None
     while True:
         dep = apps.read_namespaced_deployment(w.name, w.namespace)
-        if available(dep):
-            return
         selector = ",".join(f"{k}={v}" for k, v in (dep.spec.selector.match_labels or {}).items())
-        found = stuck(core.list_namespaced_pod(w.namespace, label_selector=selector).items)
+        pods = core.list_namespaced_pod(w.namespace, label_selector=selector).items
+        if available(dep) and not (w.settled and terminating(pods)):
+            return
+        found = stuck(pods)
         now = clock()
         if found and found[0] == "container":
             raise _error(w, found[1] + last_lines(core, w.namespace, found[2]),
@@ -189,4 +197,5 @@ class RolloutProvider(ResourceProvider):
 
 def _watch(p: dict[str, Any]) -> Watch:
     return Watch(str(p["kubeconfig"]), p.get("context") or None, str(p["namespace"]), str(p["name"]),
-                 float(p["schedule_timeout_s"]), float(p["startup_timeout_s"]), int(p.get("floor") or 0))
+                 float(p["schedule_timeout_s"]), float(p["startup_timeout_s"]), int(p.get("floor") or 0),
+                 bool(p.get("settled")))
