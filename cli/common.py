@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from infra.errors import ConfigError, InferryError
+from infra.stack.secretfix import SecretField
 from infra.stack.resources import bundled
 from infra.stack.project import project_root
 
@@ -74,6 +75,23 @@ def load_checked(stack: str, uses: frozenset[str] | None = None, own: frozenset[
     for w in [*s.warnings, *found]:
         err.print(f"  warning: {w.render()}", markup=False)
     return s
+
+
+STORE_SECRETS = frozenset({SecretField.S3_ACCESS, SecretField.S3_SECRET})  # what reading the store needs
+
+
+def check_adapters(s: Stack) -> None:
+    """Each of the stack's LoRA adapters against its adapter_config.json in the store (rank, base model, a LoRA
+    at all): ConfigError with one bullet per problem, before anything is planned or deployed."""
+    if not s.deployment.model.adapters:
+        return
+    from infra.lifecycle.secrets import resolver
+    from infra.sizing.adapters import adapter_store_problems
+    from infra.storage.remote import adapter_readers
+
+    problems = adapter_store_problems(s.deployment, adapter_readers(s, resolver(s)))
+    if problems:
+        raise ConfigError(s.source, problems)
 
 
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:

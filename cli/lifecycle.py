@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cli.common import confirm, handle_errors, load_checked, out
+from cli.common import check_adapters, confirm, handle_errors, load_checked, out
 from infra.errors import InferryError
 from infra.lifecycle.deployer import Deployer, endpoints
 from infra.stack.stackfile import Stack, load_stack
@@ -57,6 +57,7 @@ def up(stack: str = typer.Argument(..., help=STACK_HELP),
     if verify_weights:  # the dynamic-provider plugin inherits the environment through the Pulumi CLI
         os.environ[VERIFY_WEIGHTS] = "1"
     s = load_checked(stack)
+    check_adapters(s)  # before anything is created: a wrong adapter would fail only on the engine's first load
     deployer = make_deployer()
     deployer.check(s)
     say(f"updating {s.name}")

@@ -10,8 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from cli.common import err, handle_errors, load_checked, out
-from infra.stack.secretfix import SecretField
+from cli.common import STORE_SECRETS, check_adapters, err, handle_errors, load_checked, out
 from infra.sizing.catalog import GIB
 from infra.sizing.measurements import load_measured_tps
 from infra.sizing.modelinfo import Reader
@@ -21,7 +20,6 @@ from infra.stack.stackfile import Stack
 from infra.sizing.suggest import Option, suggest, why_no_option
 
 WIDTH = 120  # tables stay readable when stdout is not a terminal (rich falls back to 80 columns)
-STORE_SECRETS = frozenset({SecretField.S3_ACCESS, SecretField.S3_SECRET})
 STACK_HELP = "a stack name under stacks/ (e.g. eu-ssh) or a path to a stack file"
 
 
@@ -35,6 +33,7 @@ def plan_json(p: Plan) -> dict[str, Any]:
         "fits": v.fits, "reason": v.reason, "max_model_len": p.sizing.max_model_len,
         "weights_bytes_per_gpu": b.weights, "weights_source": p.weights_source,
         "usable_bytes_per_gpu": b.usable, "activation_bytes": b.activations, "overhead_bytes": b.overhead,
+        "adapter_bytes_per_gpu": b.adapters,
         "kv_budget_bytes_per_gpu": b.kv if b.kv > 0 else None, "kv_bytes_per_token": v.kv_bytes_per_token,
         "kv_bytes_per_token_per_gpu": v.kv_bytes_per_token_per_gpu, "kv_capacity_tokens": v.kv_capacity_tokens,
         "max_concurrency": v.max_concurrency, "headroom_bytes": v.headroom_bytes if v.fits else None,
@@ -56,6 +55,7 @@ def _table(p: Plan, title: str) -> Table:
         ("model", f"{p.model.arch.key} ({p.model.arch_source})"),
         ("GPU", f"{p.gpu_count}x {p.gpu} per replica, {p.replicas} replica(s), tensor parallel {p.sizing.tp}"),
         ("weights per GPU", f"{_gib(b.weights)} ({p.weights_source})"),
+        *([("adapter slots per GPU", f"{_gib(b.adapters)} ({p.lora})")] if b.adapters else []),
         ("KV per token", f"{v.kv_bytes_per_token / 1024:,.0f} KiB "
                          f"({v.kv_bytes_per_token_per_gpu / 1024:,.0f} KiB per GPU)"),
         ("KV budget per GPU", f"{_gib(b.kv)} of {_gib(b.usable)} usable" if b.kv > 0
@@ -99,12 +99,15 @@ def plan(
     stack: str = typer.Argument(..., help=STACK_HELP),
     as_json: bool = typer.Option(False, "--json", help="print JSON for machines"),
     show_suggest: bool = typer.Option(False, "--suggest", help="rank catalog GPUs and providers by CPM"),
-    from_store: bool = typer.Option(False, "--from-store", help="read config.json from the weight store"),
+    from_store: bool = typer.Option(False, "--from-store", help="read config.json (and each adapter's "
+                                    "adapter_config.json) from the weight store"),
 ) -> None:
     """Will the model fit (weights + KV cache), on which GPU, at what cost per million tokens."""
     # No other secret is read; sizing's findings are this command's own table, verdict and fix.
     s = load_checked(stack, uses=STORE_SECRETS if from_store else frozenset(), own=frozenset({"sizing"}))
     measured = load_measured_tps(s.name)
+    if from_store:
+        check_adapters(s)
     read = _store_reader(s) if from_store else None
     p = plan_with_fixes(s.deployment, measured.tokens_per_second if measured else None, read=read)
     options = suggest(s.deployment) if show_suggest else []

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import typer
 
-from cli.common import err, handle_errors, load_checked, out
+from cli.common import check_adapters, err, handle_errors, load_checked, out
 from infra.errors import InferryError
 from infra.stack.kinds import engine_kinds, target_kinds
 from infra.stack.project import in_project, project_root
@@ -15,9 +15,13 @@ STACK_HELP = "a stack name under stacks/ (e.g. eu-ssh) or a path to a stack file
 
 
 @handle_errors
-def validate(stack: str = typer.Argument(..., help=STACK_HELP)) -> None:
+def validate(stack: str = typer.Argument(..., help=STACK_HELP),
+             from_store: bool = typer.Option(False, "--from-store", help="also read each LoRA adapter's "
+                                             "adapter_config.json from the weight store (rank, base model)")) -> None:
     """Check a stack file: prints OK, or one bullet per problem and exits 1."""
     s = load_checked(stack)
+    if from_store:
+        check_adapters(s)
     from infra.targets.registry import target_for
 
     d = s.deployment

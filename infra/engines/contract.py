@@ -42,6 +42,16 @@ class MetricNames:
 
 
 @dataclass(frozen=True)
+class LoraSupport:
+    """How an engine serves the stack's LoRA adapters (model.adapters): the flags it renders, the ranks it takes."""
+
+    dests: tuple[str, ...]  # argparse dests its LoRA flags set: extra_args may not set them beside model.adapters
+    rank_option: str  # the dest of its rank limit (vLLM's and SGLang's max_lora_rank)
+    # the rank limits its parser accepts (from the snapshot's choices); None: any positive integer
+    ranks: Callable[[str], tuple[int, ...] | None]
+
+
+@dataclass(frozen=True)
 class Engine:
     """Everything inferry asks of one engine; each engine folder exports one as ENGINE."""
 
@@ -74,6 +84,9 @@ class Engine:
     # the OpenAI routes clients may call through the gateway (with a key); every other path is refused there:
     # metrics, docs, and the engines' admin and weight routes (vLLM's /pause, SGLang's /update_weights_from_disk)
     api_routes: tuple[str, ...] = ("/v1/models", "/v1/chat/completions", "/v1/completions")
+    # None: it cannot serve model.adapters under their own model names (validate refuses them, saying why)
+    lora: LoraSupport | None = None
+    lora_refusal: str = ""  # why not, when lora is None
 
     @property
     def queue_metric(self) -> str | None:

@@ -34,6 +34,9 @@ def _candidates(d: Deployment, info: ModelInfo) -> Iterator[Candidate]:
                with_fields(d, "engine", kv_cache_dtype="fp8"))
     if e.quantization is None and (gpu.fp8 or engine_for(e.kind).sizing.fp8_weight_only):
         yield {"engine.quantization": "fp8"}, "halves the weights", with_fields(d, "engine", quantization="fp8")
+    if d.model.slots > 1:
+        yield ({"model.adapter_slots": 1}, "one adapter slot on the GPU: the adapters take turns",
+               with_fields(d, "model", adapter_slots=1))
     inp, _, _ = evaluate(d, info)
     ctx = max_fitting_context(inp)
     if 0 < ctx < inp.max_model_len:

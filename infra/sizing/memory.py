@@ -57,6 +57,7 @@ class SizingInput:
     batched_tokens: int = 8192
     block_size: int = DEFAULT_BLOCK_SIZE
     fp8_compute: bool = False  # the engine needs FP8 tensor cores (TensorRT-LLM fp8)
+    adapter_bytes: int = 0  # per GPU: the LoRA adapter slots (infra/sizing/lora.py)
     notes: tuple[str, ...] = ()
 
 
@@ -70,6 +71,7 @@ class Budget:
     activations: int
     overhead: int
     kv: int
+    adapters: int = 0  # the LoRA adapter slots, allocated before the KV cache
 
 
 @dataclass(frozen=True)
@@ -126,15 +128,16 @@ def budget(inp: SizingInput) -> Budget:
     weights = -(-inp.weights_bytes // (inp.tp * inp.pp))
     act = activation_bytes(inp.batched_tokens, inp.arch.hidden_size)
     overhead = RUNTIME_OVERHEAD_BYTES + (TP_COMM_BYTES if inp.tp > 1 else 0)
+    taken = weights + act + overhead + inp.adapter_bytes
     if inp.kv_share_of == "total":
         # e.g. vLLM: total x gpu_memory_utilization is the whole budget; KV gets what the rest leaves.
         usable = int(total * inp.memory_fraction)
-        kv = usable - weights - act - overhead
+        kv = usable - taken
     else:
         # e.g. TensorRT-LLM: kv_cache_free_gpu_memory_fraction of the memory still free after loading.
         usable = total
-        kv = int((total - weights - act - overhead) * inp.memory_fraction)
-    return Budget(total, usable, weights, act, overhead, kv)
+        kv = int((total - taken) * inp.memory_fraction)
+    return Budget(total, usable, weights, act, overhead, kv, inp.adapter_bytes)
 
 
 def kv_capacity_tokens(kv_budget: int, per_token: int, block_size: int) -> int:
@@ -172,7 +175,7 @@ def _refusal(inp: SizingInput, b: Budget, tokens: int) -> tuple[str, str]:
     if b.kv <= 0:
         return "provider.gpu", (
             f"weights ({_gib(b.weights)} per GPU) + activations ({_gib(b.activations)}) + runtime "
-            f"({_gib(b.overhead)}) exceed the {_gib(b.usable)} the engine may use on a {inp.gpu.key}")
+            f"({_gib(b.overhead)}){_adapters(b)} exceed the {_gib(b.usable)} the engine may use on a {inp.gpu.key}")
     if tokens < inp.max_model_len:
         return "engine.max_model_len", (
             f"the KV cache holds {tokens:,} tokens ({_gib(b.kv)} per GPU) but one request at "
@@ -183,6 +186,10 @@ def _refusal(inp: SizingInput, b: Budget, tokens: int) -> tuple[str, str]:
 def _ok(inp: SizingInput, tokens: int) -> str:
     return (f"fits: {tokens:,} KV tokens, {tokens / inp.max_model_len:.1f} concurrent requests at "
             f"{inp.max_model_len:,} tokens")
+
+
+def _adapters(b: Budget) -> str:
+    return f" + adapter slots ({_gib(b.adapters)})" if b.adapters else ""
 
 
 def _gib(n: int) -> str:

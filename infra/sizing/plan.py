@@ -9,7 +9,8 @@ from infra.stack.config import Deployment
 from infra.engines.registry import engine_for
 from infra.sizing.cost import Throughput, choose_throughput, cpm, decode_estimate, price_note, usd_per_hour
 from infra.sizing.modelinfo import ModelInfo, Reader, resolve, weights_on_gpus
-from infra.sizing.memory import SizingInput, Verdict, size
+from infra.sizing.lora import adapter_bytes
+from infra.sizing.memory import DTYPE_BYTES, SizingInput, Verdict, size
 
 @dataclass(frozen=True)
 class Fix:
@@ -38,6 +39,7 @@ class Plan:
     cpm_usd: float | None  # None when it does not fit: nothing runs, so nothing is served at a cost
     residency: str | None
     fixes: list[Fix] = field(default_factory=list)
+    lora: str = ""  # the adapter slots as the engine starts with them, e.g. "2 slot(s) at rank 16"; "" none
 
 
 def replicas(d: Deployment) -> int:
@@ -66,14 +68,35 @@ def sizing_input(d: Deployment, info: ModelInfo) -> tuple[SizingInput, str]:
                   "the rest are paid for and idle",)
     notes += tuple(filter(None, [price_note(d.provider.price_per_gpu_hour)]))
     fp8_kv = e.kv_cache_dtype.startswith("fp8")
+    adapters = adapter_slot_bytes(d, info, m.dtype(d))
     inp = SizingInput(
         arch=info.arch, gpu=gpu, weights_bytes=weights,
         max_model_len=e.max_model_len or info.arch.max_context, tp=e.tensor_parallel_size,
         pp=e.pipeline_parallel_size, kv_dtype_bytes=1 if fp8_kv else 2,
         engine=e.kind, kv_share_of=m.kv_share_of, memory_fraction=m.memory_fraction(e),
         batched_tokens=m.batched_tokens(d, gpu), block_size=m.block_size(e),
-        fp8_compute=not m.fp8_weight_only and (quant == "fp8" or fp8_kv), notes=notes)
+        fp8_compute=not m.fp8_weight_only and (quant == "fp8" or fp8_kv), adapter_bytes=adapters, notes=notes)
     return inp, source
+
+
+def lora_rank(d: Deployment) -> int:
+    """The rank limit the engine is started with for the stack's adapters (0 without any)."""
+    from infra.engines.lora import rank_limit
+
+    support = engine_for(d.engine.kind).lora
+    if not d.model.adapters or support is None:
+        return 0
+    return rank_limit(d, support.ranks(d.engine.version))
+
+
+def adapter_slot_bytes(d: Deployment, info: ModelInfo, dtype: str) -> int:
+    """Per-GPU bytes of the stack's LoRA adapter slots (infra/sizing/lora.py); 0 without adapters."""
+    rank = lora_rank(d)
+    if not rank:
+        return 0
+    per = DTYPE_BYTES.get(info.arch.weights_dtype if dtype == "auto" else dtype, 2.0)
+    e = d.engine
+    return adapter_bytes(info.arch, d.model.slots, rank, per, e.tensor_parallel_size, e.pipeline_parallel_size)
 
 
 def evaluate(d: Deployment, info: ModelInfo | None = None) -> tuple[SizingInput, Verdict, str]:
@@ -95,4 +118,5 @@ def make_plan(d: Deployment, measured_tps: float | None = None, read: Reader | N
     return Plan(gpu=inp.gpu.key, gpu_count=d.provider.gpu_count, replicas=n, model=info, weights_source=source,
                 sizing=inp, verdict=verdict, throughput=tput, usd_per_hour=hourly,
                 cpm_usd=cpm(per_replica, tput.tokens_per_second) if verdict.fits else None,
-                residency=d.policy.residency)
+                residency=d.policy.residency,
+                lora=f"{d.model.slots} slot(s) at rank {lora_rank(d)}" if lora_rank(d) else "")

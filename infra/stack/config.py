@@ -1,115 +1,23 @@
 """The typed stack configuration: the `inferry:deployment` object of a stack file."""
 from __future__ import annotations
 
-import re
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from infra.stack.location import WeightsLocation
 from infra.stack.secretfix import SecretField
 from infra.stack.config_engines import EngineBase, TrtllmEngine, VllmEngine
-from infra.stack.config_targets import INT32_MAX, STRICT, SecretRef, TargetBase
+from infra.stack.config_targets import STRICT, SecretRef, TargetBase
 from infra.stack.kinds import EngineSection, TargetSection
 from infra.stack.storenames import BUCKET_NAME, endpoint_problem  # a leaf the weights commands import without pydantic
+from infra.stack.config_model import Adapter, Architecture, ModelConfig, Strict
 
 __all__ = [
-    "Deployment", "ModelConfig", "Architecture", "StorageConfig", "ProviderConfig", "DeclaredGpu",
+    "Deployment", "ModelConfig", "Architecture", "Adapter", "StorageConfig", "ProviderConfig", "DeclaredGpu",
     "ServingConfig", "PolicyConfig", "SecretRef", "EngineBase", "VllmEngine",
     "TrtllmEngine", "TargetBase",
 ]
-
-# A served model name ends up in URLs, labels and file names: keep it boring.
-SERVED_NAME = r"^[A-Za-z0-9][A-Za-z0-9._\-/]{0,127}$"
-
-
-class Strict(BaseModel):
-    """Base for every section: unknown keys are errors, values are never coerced ("8000" is not a port)."""
-
-    model_config = ConfigDict(**STRICT, populate_by_name=True)
-
-
-class Architecture(Strict):
-    """A model's shape, for sizing when neither config.json nor the catalog knows it."""
-
-    num_layers: int = Field(gt=0, le=INT32_MAX)
-    num_attention_heads: int = Field(gt=0, le=INT32_MAX)
-    num_kv_heads: int = Field(gt=0, le=INT32_MAX)
-    head_dim: int = Field(gt=0, le=INT32_MAX)
-    hidden_size: int = Field(gt=0, le=INT32_MAX)
-    vocab_size: int = Field(gt=0, le=INT32_MAX)
-    max_context: int = Field(gt=0, le=INT32_MAX)
-    num_params: float = Field(gt=0, le=1e15, description="total parameters, e.g. 8.03e9")
-    intermediate_size: int | None = Field(default=None, gt=0, le=INT32_MAX)
-    num_experts: int | None = Field(default=None, gt=0, le=INT32_MAX)
-    num_experts_per_token: int | None = Field(default=None, gt=0, le=INT32_MAX)
-    kv_lora_rank: int | None = Field(default=None, gt=0, le=INT32_MAX, description="MLA latent rank")
-    qk_rope_head_dim: int | None = Field(default=None, gt=0, le=INT32_MAX, description="MLA rope dim")
-
-
-class ModelConfig(Strict):
-    """What is served: the name clients ask for and where the weights live."""
-
-    name: str = Field(pattern=SERVED_NAME, description="served model name: letters, digits, '.', '_', '-', '/'")
-    weights: str = Field(description="the model's key prefix in this stack's bucket (storage.bucket), e.g. "
-                                     "llama-3.1-8b-instruct, or an absolute path on the host")
-    catalog: str | None = Field(default=None, description="catalog architecture key, when it differs from name")
-    architecture: Architecture | None = None
-    dtype: Literal["auto", "bfloat16", "float16"] = "auto"
-    hf_token: SecretRef | None = None
-
-    @field_validator("weights")
-    @classmethod
-    def _weights_location(cls, v: str) -> str:
-        if any(ord(c) < 32 or ord(c) == 127 for c in v):
-            raise ValueError("must not contain control characters such as newlines or tabs")
-        if v.startswith("/"):
-            if len(v.encode()) > 4000 or any(len(part.encode()) > 255 for part in v.split("/")):
-                raise ValueError("longer than a path can be (4000 bytes, 255 per folder name)")
-            return v
-        if v.startswith("s3://"):  # the old form; check_bucket requires BUCKET to be storage.bucket
-            bucket, _, prefix = v[5:].partition("/")
-            if not re.fullmatch(BUCKET_NAME, bucket) or not prefix.strip("/"):
-                raise ValueError(_prefix_problem(""))
-        else:
-            prefix = v
-        problem = _prefix_problem(prefix.rstrip("/"))
-        if problem:
-            raise ValueError(problem)
-        return v.rstrip("/")
-
-    @property
-    def in_store(self) -> bool:
-        """True when the weights are in the stack's weight store (not a path on the host)."""
-        return not self.weights.startswith("/")
-
-    @property
-    def legacy_bucket(self) -> str | None:
-        """The bucket an old-style s3://BUCKET/PREFIX location names; None for a key prefix or a path."""
-        old = WeightsLocation.parse(self.weights)
-        return old.bucket if old is not None else None
-
-    @property
-    def weights_prefix(self) -> str | None:
-        """The key prefix (the model folder) inside the stack's bucket; None for a path on the host."""
-        old = WeightsLocation.parse(self.weights)
-        if old is not None:
-            return old.prefix
-        return None if self.weights.startswith("/") else self.weights
-
-
-def _prefix_problem(prefix: str) -> str | None:
-    """Why prefix is not a usable key prefix (model folder) inside a bucket, or None."""
-    expected = ("expected a key prefix inside storage.bucket such as llama-3.1-8b-instruct, "
-                "or an absolute path on the host such as /models/llama")
-    if "://" in prefix or not prefix:
-        return expected
-    if any(part in ("", ".", "..") for part in prefix.split("/")):
-        return f"{expected}: no empty, '.' or '..' folder names"
-    if len(prefix.encode()) > 900:  # S3 keys are at most 1024 bytes: leave room for the file names
-        return "the prefix is longer than 900 bytes"
-    return None
-
 
 class StorageConfig(Strict):
     """An S3-compatible weight store at any endpoint."""

@@ -128,3 +128,9 @@ def stack_reader(stack: Stack, resolve: Resolve) -> Callable[[str], bytes | None
     if m.weights_prefix is None:
         return None
     return model_reader(Store.of(StoreSettings.from_stack(stack, resolve)), m.weights_prefix)
+
+
+def adapter_readers(stack: Stack, resolve: Resolve) -> Callable[[str], Callable[[str], bytes | None]]:
+    """A reader of each adapter folder (by its prefix) in the stack's store, errors mapped as model_reader's."""
+    store = Store.of(StoreSettings.from_stack(stack, resolve))
+    return lambda prefix: model_reader(store, prefix)

@@ -55,9 +55,10 @@ def test_every_engine_descriptor_has_every_field():
         for cls, obj in ((Engine, engine), (SizingModel, engine.sizing)):
             for f in dataclasses.fields(cls):
                 value = getattr(obj, f.name)
-                assert value is not None or f.name == "metrics", f"{engine.kind}: {f.name}"
+                assert value is not None or f.name in ("metrics", "lora"), f"{engine.kind}: {f.name}"
                 if "Callable" in str(f.type):
                     assert callable(value), f"{engine.kind}: {f.name}"
+        assert (engine.lora is None) == bool(engine.lora_refusal), f"{engine.kind}: LoRA, or why not"
         assert engine.config.model_fields["kind"].annotation == typing.Literal[engine.kind]
         version = engine.config.model_fields["version"].default
         assert options.snapshot(engine.kind, version), engine.kind

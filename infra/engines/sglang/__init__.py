@@ -4,7 +4,7 @@ from __future__ import annotations
 from infra.engines.contract import Engine
 from infra.engines.sglang import rules
 from infra.engines.sglang.config import VERSION, SglangEngine
-from infra.engines.sglang.service import CUDA, FLAGS, IMAGE, METRICS, service_spec
+from infra.engines.sglang.service import CUDA, FLAGS, IMAGE, LORA, METRICS, service_spec
 from infra.engines.sglang.sizing import SIZING
 
 __all__ = ["ENGINE", "FLAGS", "IMAGE", "SglangEngine", "service_spec"]
@@ -23,5 +23,5 @@ ENGINE = Engine(
     # SGLang checks --api-key itself (utils/auth.py); /health and /metrics stay open for probes and scrapers.
     lists_model_as="served_name", metrics=METRICS, needs_auth_proxy=False, exact_output_length=True,
     # SGLang 0.5.23: --log-requests logs each request's text (arg_groups/fields/observability.py)
-    prompt_logging=("log_requests",),
+    prompt_logging=("log_requests",), lora=LORA,
 )

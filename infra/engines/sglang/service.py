@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from infra.engines.common import Flag, hf_env, render_flags, weights_dir
+from infra.engines.lora import adapter_weights, rank_limit
 from infra.engines.sglang.config import SglangEngine
-from infra.engines.contract import MetricNames
+from infra.engines.contract import LoraSupport, MetricNames
 from infra.engines.spec import MODELS_DIR, EnvVar, ServiceSpec
 from infra.stack.config import Deployment
 from infra.stack.secretfix import SecretField
@@ -96,6 +97,21 @@ def speculative_args(d: Deployment, draft_dir: str | None) -> list[str]:
                    "--speculative-num-draft-tokens", str(s.num_speculative_tokens + 1)]
 
 
+# The flags lora_args renders (arg_groups/fields/lora.py): model.adapters owns them. SGLang takes any rank limit.
+LORA = LoraSupport(dests=("enable_lora", "lora_paths", "max_loras_per_batch", "max_lora_rank", "max_loaded_loras"),
+                   rank_option="max_lora_rank", ranks=lambda _version: None)
+
+
+def lora_args(d: Deployment, paths: tuple[tuple[str, str], ...]) -> list[str]:
+    """--enable-lora with each adapter as NAME=PATH in --lora-paths (the name is what a request's model names),
+    the adapters in one batch and the rank limit (SGLang infers it from the adapters; set, it is checked)."""
+    if not d.model.adapters:
+        return []
+    named = [f"{a.name}={path}" for a, (_, path) in zip(d.model.adapters, paths)]
+    return ["--enable-lora", "--lora-paths", *named, "--max-loras-per-batch", str(d.model.slots),
+            "--max-lora-rank", str(rank_limit(d, None))]
+
+
 def _draft(d: Deployment, models_dir: str) -> tuple[tuple[str, str], ...]:
     s = _e(d).speculative
     if s is None or not s.model or not s.model.startswith("s3://"):
@@ -109,11 +125,13 @@ def service_spec(d: Deployment, model_dir: str | None = None, models_dir: str = 
     e = _e(d)
     model = model_dir or weights_dir(d.weights_uri, models_dir)
     draft = _draft(d, models_dir)
-    args = ["--model-path", model, *render_flags(FLAGS, d), *speculative_args(d, draft[0][1] if draft else None)]
+    adapters = adapter_weights(d, models_dir)
+    args = ["--model-path", model, *render_flags(FLAGS, d), *speculative_args(d, draft[0][1] if draft else None),
+            *lora_args(d, adapters)]
     env = [EnvVar(KEY_ENV, secret=d.serving.api_key, secret_field=SecretField.API_KEY), *hf_env(d)]
     return ServiceSpec(
         engine="sglang", version=e.version, image=e.image or IMAGE.format(version=e.version), command=COMMAND,
         args=tuple(args + e.extra_args), env=tuple(env), port=d.serving.port, gpus=e.gpus,
-        served_model_name=d.model.name, model_dir=model, extra_weights=draft, cuda_requirement=CUDA,
+        served_model_name=d.model.name, model_dir=model, extra_weights=draft + adapters, cuda_requirement=CUDA,
         queue_metric=QUEUE_METRIC, labels={"inferry.engine": "sglang", "inferry.model": d.model.name},
     )

@@ -23,4 +23,6 @@ ENGINE = Engine(
     startup_rules=lambda d, model_max: [], fp8_compute=rules.fp8_compute, sizing=SIZING, health_path="/health",
     # trtllm-serve's /metrics is beta iteration statistics, not a queue gauge: no default to scale on.
     lists_model_as="folder", metrics=None, needs_auth_proxy=True, exact_output_length=False, usage_off=USAGE_OFF,
+    lora_refusal="inferry does not render TensorRT-LLM's adapters (the LLM API's lora_config) yet: its "
+    "OpenAI server lists the model's folder as its one model, so a client could not name an adapter",
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 from infra.stack.config_engines import VLLM_VERSION, VllmEngine
 from infra.engines.contract import Engine
 from infra.engines.vllm import rules
-from infra.engines.vllm.service import CUDA, FLAGS, IMAGE, METRICS, USAGE_OFF, service_spec
+from infra.engines.vllm.service import CUDA, FLAGS, IMAGE, LORA, METRICS, USAGE_OFF, service_spec
 from infra.engines.vllm.sizing import SIZING
 
 __all__ = ["ENGINE", "FLAGS", "IMAGE", "service_spec"]
@@ -23,5 +23,5 @@ ENGINE = Engine(
     startup_rules=rules.startup_rules, fp8_compute=rules.fp8_compute, sizing=SIZING, health_path="/health",
     lists_model_as="served_name", metrics=METRICS, needs_auth_proxy=False, exact_output_length=True,
     # vLLM 0.33: --enable-log-requests logs each prompt, --enable-log-outputs each output
-    prompt_logging=("enable_log_requests", "enable_log_outputs"), usage_off=USAGE_OFF,
+    prompt_logging=("enable_log_requests", "enable_log_outputs"), usage_off=USAGE_OFF, lora=LORA,
 )

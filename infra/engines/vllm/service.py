@@ -4,8 +4,10 @@ from __future__ import annotations
 import json
 
 from infra.stack.config import Deployment, VllmEngine
+from infra.engines import options
 from infra.engines.common import Flag, hf_env, render_flags, s3_env, weights_dir
-from infra.engines.contract import MetricNames
+from infra.engines.contract import LoraSupport, MetricNames
+from infra.engines.lora import adapter_weights, choices, rank_limit
 from infra.engines.spec import EnvVar, ServiceSpec
 
 IMAGE = "vllm/vllm-openai:v{version}"  # Docker Hub tags are v<release>
@@ -72,6 +74,29 @@ FLAGS: tuple[Flag, ...] = (
 )
 
 
+def _ranks(version: str) -> tuple[int, ...] | None:
+    return choices(options.snapshot("vllm", version), "max_lora_rank")
+
+
+# The flags lora_args renders (vllm/engine/arg_utils.py LoRAConfig fields): model.adapters owns them.
+LORA = LoraSupport(dests=("enable_lora", "lora_modules", "max_loras", "max_lora_rank", "max_cpu_loras"),
+                   rank_option="max_lora_rank", ranks=_ranks)
+
+
+def lora_args(d: Deployment, paths: tuple[tuple[str, str], ...]) -> list[str]:
+    """--enable-lora with each adapter in --lora-modules' JSON form (name, path, base_model_name: /v1/models
+    lists the adapter with the served model as its parent), slots, the rank limit and the CPU cache."""
+    if not d.model.adapters:
+        return []
+    modules = [json.dumps({"name": a.name, "path": path, "base_model_name": d.model.name}, separators=(",", ":"))
+               for a, (_, path) in zip(d.model.adapters, paths)]
+    slots = d.model.slots
+    # max_cpu_loras below max_loras is refused (LoRAConfig.__post_init__): every adapter stays in host memory.
+    return ["--enable-lora", "--lora-modules", *modules, "--max-loras", str(slots),
+            "--max-lora-rank", str(rank_limit(d, _ranks(d.engine.version))),
+            "--max-cpu-loras", str(max(slots, len(d.model.adapters)))]
+
+
 def _draft(d: Deployment, models_dir: str) -> tuple[tuple[str, str], ...]:
     s = _e(d).speculative
     if s is None or not s.model or not s.model.startswith("s3://"):
@@ -91,7 +116,8 @@ def service_spec(d: Deployment, model_dir: str | None = None, models_dir: str = 
     args = [model, *render_flags(FLAGS, d)]
     if spec_json is not None:
         args += ["--speculative-config", spec_json]
-    args += e.extra_args
+    adapters = adapter_weights(d, models_dir)
+    args += lora_args(d, adapters) + e.extra_args
     # vLLM reads the key from VLLM_API_KEY when --api-key is absent (vllm/envs.py): never on argv.
     env = [EnvVar("VLLM_API_KEY", secret=d.serving.api_key, secret_field="serving.api_key"), *hf_env(d, *USAGE_OFF)]
     if streams:
@@ -99,7 +125,7 @@ def service_spec(d: Deployment, model_dir: str | None = None, models_dir: str = 
     return ServiceSpec(
         engine="vllm", version=e.version, image=e.image or IMAGE.format(version=e.version),
         command=COMMAND, args=tuple(args), env=tuple(env), port=d.serving.port, gpus=e.gpus,
-        served_model_name=d.model.name, model_dir=model, streams_weights=streams, extra_weights=draft,
+        served_model_name=d.model.name, model_dir=model, streams_weights=streams, extra_weights=draft + adapters,
         cuda_requirement=CUDA, queue_metric=QUEUE_METRIC,
         labels={"inferry.engine": "vllm", "inferry.model": d.model.name},
     )

@@ -12,6 +12,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.standin import adapters as lora
+
 ENGINES = {"vllm": "vllm", "trtllm-serve": "tensorrt-llm", "sglang.launch_server": "sglang"}
 OPTIONS_PY = Path(__file__).resolve().parents[3] / "infra" / "engines" / "options.py"
 DEFAULT_VERSIONS = {"vllm": "0.33.0", "tensorrt-llm": "1.2.1", "sglang": "0.5.23"}
@@ -59,6 +61,7 @@ class EngineArgs:
     backend: str = "pytorch"  # TensorRT-LLM --backend
     max_num_seqs: int = 256  # requests in the running batch at once; more wait (vLLM --max-num-seqs)
     metrics: bool = True  # /metrics is served (SGLang: only with --enable-metrics, http_server.py:314)
+    adapters: tuple[tuple[str, str, str | None], ...] = ()  # LoRA (name, path, base model), standin/adapters.py
 
 
 def _options():
@@ -174,7 +177,8 @@ def parse(program: str, argv: list[str]) -> EngineArgs:
         backend=getattr(ns, "backend", None) or "pytorch",
         max_num_seqs=getattr(ns, "max_num_seqs", None) or getattr(ns, "max_batch_size", None)
         or getattr(ns, "max_running_requests", None) or DEFAULT_BATCH[engine],
-        metrics=engine != "sglang" or bool(getattr(ns, "enable_metrics", False)))
+        metrics=engine != "sglang" or bool(getattr(ns, "enable_metrics", False)),
+        adapters=lora.adapters(engine, ns))
 
 
 def _sglang_merger(version: str):
@@ -227,6 +231,9 @@ def check_model(args: EngineArgs) -> None:
         raise Refused(f"Invalid model folder '{args.model}': no config.json in it", code=1)
     if args.config_file:
         check_config(args)
+    problem = lora.missing(args.adapters)
+    if problem:
+        raise Refused(problem, code=1)
 
 
 def check_config(args: EngineArgs) -> None:

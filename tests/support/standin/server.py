@@ -14,6 +14,7 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from tests.support.standin import adapters as lora
 from tests.support.standin.argv import EngineArgs
 from tests.support.standin.metrics import Metrics
 
@@ -125,7 +126,10 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/version":
             return self._json(200, {"version": self.state.args.version})
         if path == "/v1/models":
-            models = [self._model(n) for n in self.state.args.served_model_names]
+            a = self.state.args
+            models = [self._model(n) for n in a.served_model_names]
+            models += lora.cards(a.engine, a.adapters, a.served_model_names[0], self.state.created,
+                                 models[0].get("permission", []))
             return self._json(200, {"object": "list", "data": models})
         self._json(404, {"detail": "Not Found"})
 
@@ -133,9 +137,9 @@ class Handler(BaseHTTPRequestHandler):
         a = self.state.args
         if a.engine == "tensorrt-llm":  # tensorrt_llm/serve/openai_protocol.py ModelCard: four fields
             return {"id": name, "object": "model", "created": self.state.created, "owned_by": "tensorrt_llm"}
-        if a.engine == "sglang":  # OpenAIServingModels: owned_by sglang, root the model path
+        if a.engine == "sglang":  # http_server.py available_models: root the served name (not the model path)
             return {"id": name, "object": "model", "created": self.state.created, "owned_by": "sglang",
-                    "root": a.model, "max_model_len": a.max_model_len}
+                    "root": name, "parent": None, "max_model_len": a.max_model_len}
         return {"id": name, "object": "model", "created": self.state.created, "owned_by": "vllm", "root": a.model,
                 "parent": None, "max_model_len": a.max_model_len,
                 "permission": [{"id": f"modelperm-{uuid.uuid4().hex}", "object": "model_permission",
@@ -158,7 +162,10 @@ class Handler(BaseHTTPRequestHandler):
             return self._error(503, "The engine is not ready", "ServiceUnavailableError")
         # vLLM refuses a model it does not serve; trtllm-serve's openai_chat never looks at the requested
         # model (it echoes it back), so clients may ask for any name there.
-        if self.state.args.engine == "vllm" and body.get("model") not in self.state.args.served_model_names:
+        # vLLM's _check_model: a base model's name or a LoRA adapter's (SGLang picks an adapter by
+        # "served:adapter" and serves the base model for any other name: serving_base.py _parse_model_parameter).
+        known = self.state.args.served_model_names + tuple(n for n, _, _ in self.state.args.adapters)
+        if self.state.args.engine == "vllm" and body.get("model") not in known:
             return self._error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError", "model")
         self._chat(body)
 
