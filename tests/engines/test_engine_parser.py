@@ -92,3 +92,21 @@ def test_what_the_stand_in_refuses_sglang_refuses(sglang_python, tmp_path):
         with pytest.raises(Refused) as e:
             parse("sglang.launch_server", argv)
         assert e.value.code == got["code"], (argv, got, str(e.value))
+
+
+def test_every_lora_line_inferry_renders_parses_in_sglang_to_the_adapters(sglang_python, tmp_path):
+    """model.adapters' flags through SGLang's own prepare_server_args: each NAME=PATH becomes its adapter, the
+    slots and the rank limit as rendered."""
+    from tests.engines.test_engines_lora import TWO, with_adapters
+
+    ranks = [{"name": f"r{r}", "weights": f"a/r{r}", "rank": r} for r in (1, 4, 40, 1024)]
+    specs = [service_spec(d) for d in (with_adapters(BASE), with_adapters(BASE, ranks, adapter_slots=2),
+                                       with_adapters(BASE, TWO[:1]))]
+    for spec, got in zip(specs, verdicts(sglang_python, [wrapped(s.args, tmp_path) for s in specs])):
+        assert got["ok"], (spec.args, got)
+        ns = options.parse("sglang", spec.version, spec.args)
+        assert (got["values"]["max_loras_per_batch"], got["values"]["max_lora_rank"], got["values"]["enable_lora"]) \
+            == (ns.max_loras_per_batch, ns.max_lora_rank, True)
+        for entry in ns.lora_paths:
+            name, path = entry.split("=", 1)
+            assert name in str(got["values"]["lora_paths"]) and path in str(got["values"]["lora_paths"])

@@ -5,6 +5,8 @@ start-up up to the model load, with the values the snapshot's parser reads; the 
 refuses with the same exit status; and each extra-args line inferry's validate refuses, vLLM refuses too."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from infra.engines import options, service_spec
@@ -109,3 +111,25 @@ def test_what_validate_refuses_in_extra_args_vllm_refuses_at_start_up(vllm_pytho
     for extra, spec, got in zip(STARTUP, specs, verdicts(vllm_python, [list(s.args) for s in specs])):
         assert not got["ok"] and got["code"] == 1, (extra, got)
         assert startup_problems(deployment({**BASE, "extra_args": extra}), None), (extra, got["error"])
+
+
+def test_every_lora_line_inferry_renders_passes_vllm_and_one_it_would_refuse_does_not(vllm_python):
+    """model.adapters' flags through vLLM's own parser (LoRAParserAction reads each JSON module) and its
+    LoRAConfig; a CPU cache smaller than the GPU slots, which inferry never renders, vLLM refuses."""
+    from tests.engines.test_engines_lora import TWO, with_adapters
+
+    ranks = [{"name": f"r{r}", "weights": f"a/r{r}", "rank": r} for r in (1, 4, 8, 40, 320, 512)]
+    forms = [with_adapters(BASE), with_adapters(BASE, ranks, adapter_slots=3), with_adapters(BASE, TWO[:1])]
+    specs = [service_spec(d) for d in forms]
+    bad = [*specs[0].args, "--max-cpu-loras", "1"]
+    results = verdicts(vllm_python, [list(s.args) for s in specs] + [bad])
+    for spec, got in zip(specs, results):
+        assert got["ok"], (spec.args, got)
+        ns = options.parse("vllm", spec.version, spec.args)
+        assert [got["values"][k] for k in ("max_loras", "max_lora_rank", "max_cpu_loras", "enable_lora")] == \
+            [ns.max_loras, ns.max_lora_rank, ns.max_cpu_loras, True]
+        read = [json.loads(m) for m in ns.lora_modules]  # each adapter as vLLM read it: name, path, base model
+        assert [r.split(", is_3d")[0] for r in got["values"]["lora_modules"]] == [
+            f"LoRAModulePath(name='{m['name']}', path='{m['path']}', base_model_name='{m['base_model_name']}'"
+            for m in read]
+    assert not results[-1]["ok"] and "max_cpu_loras (1) must be >= max_loras (2)" in results[-1]["error"]

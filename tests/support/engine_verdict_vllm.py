@@ -48,12 +48,30 @@ def verdict(argv: list[str]) -> dict:
         cmd.validate(args)
         if getattr(args, "model_tag", None) is not None:
             args.model = args.model_tag  # ServeSubcommand.cmd
-        AsyncEngineArgs.from_cli_args(args).create_structured_outputs_config()
+        engine_args = AsyncEngineArgs.from_cli_args(args)
+        engine_args.create_structured_outputs_config()
+        lora_config(engine_args)
         validate_api_server_args(args)
     except Exception as e:  # noqa: BLE001 - raised before the engine starts: a traceback, exit 1
         return {"ok": False, "code": 1, "error": f"{type(e).__name__}: {e}"}
     values = {k: v for k, v in vars(args).items() if k not in ("dispatch_function", "subparser")}
     return {"ok": True, "values": json.loads(json.dumps(values, default=repr))}
+
+
+def lora_config(e) -> None:
+    """vLLM's LoRAConfig as EngineArgs.create_engine_config builds it (vllm/engine/arg_utils.py), when LoRA is
+    on: its own checks (max_cpu_loras against max_loras, ...) run without the model."""
+    from vllm.config.lora import LoRAConfig
+
+    if not e.enable_lora:
+        return
+    LoRAConfig(max_lora_rank=e.max_lora_rank, max_loras=e.max_loras, default_mm_loras=e.default_mm_loras,
+               fully_sharded_loras=e.fully_sharded_loras, lora_dtype=e.lora_dtype,
+               target_modules=e.lora_target_modules, enable_tower_connector_lora=e.enable_tower_connector_lora,
+               specialize_active_lora=e.specialize_active_lora,
+               enable_mixed_moe_lora_format=e.enable_mixed_moe_lora_format,
+               enable_moe_shared_loras=e.enable_moe_shared_loras, max_lora_cls_labels=e.max_lora_cls_labels,
+               max_cpu_loras=e.max_cpu_loras if e.max_cpu_loras and e.max_cpu_loras > 0 else None)
 
 
 def option_table() -> list[dict]:
