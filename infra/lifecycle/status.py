@@ -1,6 +1,7 @@
 """`inferry status`: each endpoint's health and the engine's live metrics, from its Prometheus text."""
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -97,13 +98,15 @@ class EndpointStatus:
     healthy: bool
     metrics: EngineMetrics | None = None
     error: str | None = None
+    adapters: tuple[str, ...] = ()  # the LoRA adapters /v1/models lists (entries with a parent model)
 
     def lines(self) -> list[str]:
         """How `inferry status` prints it (the head alone when the metrics are read from inside)."""
-        head = f"{self.url}  {'healthy' if self.healthy else 'NOT HEALTHY'}"
+        head = [f"{self.url}  {'healthy' if self.healthy else 'NOT HEALTHY'}"]
+        head += [f"  adapters: {', '.join(self.adapters)}"] if self.adapters else []
         if self.metrics is None:
-            return [head] + ([f"  metrics: {self.error}"] if self.error else [])
-        return [head, *metrics_lines(self.metrics)]
+            return head + ([f"  metrics: {self.error}"] if self.error else [])
+        return [*head, *metrics_lines(self.metrics)]
 
 
 @dataclass(frozen=True)
@@ -139,14 +142,28 @@ def read_text(text: str) -> tuple[EngineMetrics | None, str | None]:
         return None, f"unreadable Prometheus text: {e}"
 
 
+def adapters(url: str, api_key: str | None, timeout: float = 3.0) -> tuple[str, ...]:
+    """The LoRA adapters the endpoint's /v1/models lists (both engines give each its base model as parent);
+    () when it lists none or answers nothing readable."""
+    code, text = probe.get(probe.base_url(url) + "/v1/models", timeout, api_key)
+    try:
+        data = json.loads(text).get("data") if code == 200 else None
+    except (ValueError, AttributeError, RecursionError):
+        return ()
+    if not isinstance(data, list):
+        return ()
+    return tuple(str(m["id"])[:128] for m in data if isinstance(m, dict) and m.get("parent") and "id" in m)
+
+
 def endpoint_status(url: str, timeout: float = 3.0, api_key: str | None = None) -> EndpointStatus:
-    """Probe one endpoint's /health and /metrics (with the key: an auth proxy guards /metrics)."""
+    """Probe one endpoint's /health, /metrics (with the key: an auth proxy guards /metrics) and adapters."""
     healthy = probe.healthy(url, timeout)
+    served = adapters(url, api_key, timeout)
     code, text = probe.get(probe.base_url(url) + "/metrics", timeout, api_key)
     if code != 200:
-        return EndpointStatus(url, healthy, error=f"GET /metrics answered {code or 'nothing'}")
+        return EndpointStatus(url, healthy, error=f"GET /metrics answered {code or 'nothing'}", adapters=served)
     metrics, error = read_text(text)
-    return EndpointStatus(url, healthy, metrics, error)
+    return EndpointStatus(url, healthy, metrics, error, served)
 
 
 def replica_status(reads: list) -> list[ReplicaStatus]:
@@ -167,7 +184,8 @@ def stack_status(stack, urls: list[str], api_key: str | None) -> tuple[list[Endp
     reads = target_for(stack.deployment.target.kind).engine_metrics(stack, resolver(stack))
     if reads is None:
         return [endpoint_status(url, api_key=api_key) for url in urls], []
-    return [EndpointStatus(url, probe.healthy(url, 3.0)) for url in urls], replica_status(reads)
+    return [EndpointStatus(url, probe.healthy(url, 3.0), adapters=adapters(url, api_key)) for url in urls], \
+        replica_status(reads)
 
 
 def status_json(results: list[EndpointStatus], hosts: list[str],
