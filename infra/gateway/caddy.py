@@ -6,8 +6,9 @@ What it does, in route order on the public server:
   header is removed before the request reaches an engine (engines carry no client key behind the gateway);
   without a valid key, 401 with `WWW-Authenticate: Bearer`;
 - every other path is 404: metrics, docs, openapi.json and the engines' admin and weight routes.
-Port 80 only redirects to HTTPS (Caddy answers ACME's HTTP-01 challenges there itself). Requests are
-streamed both ways (no body on disk); a request waits up to `hold_s` for a ready replica, then gets 503 with
+Port 80 only redirects to HTTPS (Caddy answers ACME's HTTP-01 challenges there itself). Responses are
+streamed; request bodies are held in memory (never on disk) so that a request a replica drops before answering
+is sent again to another; a request waits up to `hold_s` for a ready replica, then gets 503 with
 `Retry-After` (never a bare 502: clients such as the OpenAI SDK retry a 503 after the time it names).
 With `metrics_port`, Caddy's own request metrics are served on that port alone (never on the public one): an
 autoscaler wakes a replica on `caddy_http_requests_in_flight{handler="log_append"}`, which counts only the
@@ -102,15 +103,22 @@ def _proxy(p: GatewayPlan, health: bool = False) -> dict:
         "handler": "reverse_proxy",
         "upstreams": [{"dial": u} for u in p.upstreams],
         "load_balancing": {"selection_policy": {"policy": p.balance}, "try_duration": f"{p.hold_s}s",
-                           "try_interval": "250ms"},
+                           "try_interval": "250ms", "retry_match": [{"method": ["POST"]}]},
         "health_checks": {"active": {"uri": p.health_path, "interval": "2s", "timeout": "2s"}},
         "flush_interval": -1,  # stream tokens as they come
+        # Every body the gateway lets through is held in memory (never on disk) until the engine answers, so a
+        # request an engine drops before its first response byte is sent again to a ready replica (retry_match):
+        # a replica restarting in a rolling update (Docker's port proxy takes the connection of a stopped
+        # container, then closes it) fails no request. Generation has no side effects; once the response has
+        # begun nothing is retried.
+        "request_buffers": p.max_body_bytes + 1,
         "transport": {"protocol": "http", "dial_timeout": "2s"},
         "headers": {"request": {"delete": ["Authorization"]}},
     }
     if health:  # the API route's proxy runs the active health checks; this one only asks, and never holds
-        del h["health_checks"]
+        del h["health_checks"], h["request_buffers"]
         del h["load_balancing"]["try_duration"], h["load_balancing"]["try_interval"]
+        del h["load_balancing"]["retry_match"]
         h["rewrite"] = {"method": "GET", "uri": p.health_path}
         h["handle_response"] = [{"routes": [{"handle": [
             {"handler": "static_response", "status_code": "{http.reverse_proxy.status_code}"}]}]}]

@@ -58,7 +58,7 @@ class Gateway(StrictSection):
                            "tls: off, the port that serves")
     max_body_mb: int = Field(default=32, ge=1, le=1024, description="largest request body; larger gets 413")
     hold_s: int = Field(default=30, ge=0, le=3600, description="how long a request waits for a ready replica "
-                        "before 502 (engines restarting, a rolling update)")
+                        "before 503 with Retry-After (engines restarting, a rolling update)")
     balance: Literal["least_conn", "round_robin"] = "least_conn"
     access_log_days: int = Field(default=30, ge=1, le=3650, description="days the access log (method, path, "
                                  "status, size, latency, key id; never bodies, queries or keys) is kept")

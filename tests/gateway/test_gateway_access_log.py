@@ -5,9 +5,7 @@ engine (a small HTTP server standing for the GPU engine process)."""
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
 import threading
 import time
 import urllib.error
@@ -17,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from infra.gateway.caddy import GatewayPlan, GatewaySecrets, caddy_json, key_id
-from tests.support.realengine import TOOLS_BIN
+from tests.support.caddy import caddy
 
 pytestmark = pytest.mark.gateway
 KEY = "sk-log-7d0c93b2e5a14f6890b1c2d3e4f5a6b7"
@@ -61,16 +59,9 @@ def gateway(tmp_path_factory):
                        http_port=port, access_log_days=7)
     conf = state / "caddy.json"
     conf.write_text(caddy_json(plan, GatewaySecrets((KEY, OLD))))
-    proc = subprocess.Popen([str(TOOLS_BIN / "caddy"), "run", "--config", str(conf)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env={**os.environ, "HOME": str(state)})
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while _call(base, "/health")[0] != 200:
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()[-2000:]
-        time.sleep(0.1)
-    yield base, state
-    proc.terminate()
-    proc.wait(10)
+    with caddy(conf, lambda: _call(base, "/health")[0] == 200):
+        yield base, state
     engine.shutdown()
 
 

@@ -67,8 +67,11 @@ class Acme:
                 p.kill()
 
 
-def start_acme(folder: Path, bind: str, answer: str) -> Acme:
-    """Pebble on BIND (this machine's address on the hosts' network); its DNS answers every name with ANSWER."""
+def start_acme(folder: Path, bind: str, answer: str, http_port: int = 80, validity_s: int = 7776000,
+               name: str = "pebble") -> Acme:
+    """Pebble on BIND (this machine's address on the hosts' network); its DNS answers every name with ANSWER, and
+    it validates HTTP-01 on HTTP_PORT there. Its certificates last VALIDITY_S (Let's Encrypt's 90 days by default);
+    its directory is reached as NAME (`pebble` or `localhost`: the names its own certificate holds)."""
     for tool in ("pebble", "pebble-challtestsrv"):
         if not (TOOLS_BIN / tool).is_file():
             raise RuntimeError(f"the ACME tests need {tool}: run `bash scripts/tools.sh gateway`")
@@ -77,8 +80,8 @@ def start_acme(folder: Path, bind: str, answer: str) -> Acme:
     config = {"pebble": {
         "listenAddress": f"{bind}:{acme}", "managementListenAddress": f"{bind}:{mgmt}",
         "certificate": str(CERTS / "localhost" / "cert.pem"), "privateKey": str(CERTS / "localhost" / "key.pem"),
-        "httpPort": 80, "tlsPort": 443, "ocspResponderURL": "", "externalAccountBindingRequired": False,
-        "profiles": {"default": {"description": "the test profile", "validityPeriod": 7776000}}}}
+        "httpPort": http_port, "tlsPort": 443, "ocspResponderURL": "", "externalAccountBindingRequired": False,
+        "profiles": {"default": {"description": "the test profile", "validityPeriod": validity_s}}}}
     (folder / "pebble.json").write_text(json.dumps(config))
     dns_log, pebble_log = folder / "challtestsrv.log", folder / "pebble.log"
     chall = subprocess.Popen(
@@ -90,7 +93,7 @@ def start_acme(folder: Path, bind: str, answer: str) -> Acme:
     pebble = subprocess.Popen([str(TOOLS_BIN / "pebble"), "-config", str(folder / "pebble.json"),
                                "-dnsserver", f"{bind}:{dns}"], env=env, stdout=pebble_log.open("w"),
                               stderr=subprocess.STDOUT)
-    a = Acme(f"https://pebble:{acme}/dir", CERTS / "pebble.minica.pem", f"https://{bind}:{mgmt}", [chall, pebble])
+    a = Acme(f"https://{name}:{acme}/dir", CERTS / "pebble.minica.pem", f"https://{bind}:{mgmt}", [chall, pebble])
     try:
         _wait_port(bind, dns, "pebble-challtestsrv", chall, dns_log)
         _wait_port(bind, acme, "pebble", pebble, pebble_log)
