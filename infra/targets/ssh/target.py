@@ -23,6 +23,8 @@ hosts:                                 # each host is a replica
 private_key: {env: INFERRY_SSH_KEY}     # or {config: sshPrivateKey} after `pulumi config set --secret`
 trust_on_first_use: false             # true records unknown host keys in known_hosts
 runtime: docker                        # docker (compose, kept up by Docker) or process
+gateway:                               # the one public door: Caddy on the first host, HTTPS from Let's Encrypt
+  domains: [llm.example.com]           # DNS names pointed at that host (ports 80 and 443 open to the world)
 """
 
 
