@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cli.common import check_adapters, confirm, handle_errors, load_checked, out
+from cli.common import check_adapters, check_edge_keys, confirm, handle_errors, load_checked, out
 from infra.errors import InferryError
 from infra.lifecycle.deployer import Deployer, endpoints
 from infra.stack.stackfile import Stack, load_stack
@@ -58,6 +58,7 @@ def up(stack: str = typer.Argument(..., help=STACK_HELP),
         os.environ[VERIFY_WEIGHTS] = "1"
     s = load_checked(stack)
     check_adapters(s)  # before anything is created: a wrong adapter would fail only on the engine's first load
+    check_edge_keys(s)
     deployer = make_deployer()
     deployer.check(s)
     say(f"updating {s.name}")
@@ -139,6 +140,7 @@ def migrate(
     action = f"bring up {b.name}" + (f" and then destroy {a.name}" if destroy_source else "")
     if not yes:
         confirm(f"{action}?")
+    check_edge_keys(b)  # the target's gateway keys: before any weights are copied
     m.run(destroy_source)
 
 

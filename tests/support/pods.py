@@ -13,7 +13,7 @@ from tests.support.node import LABEL, TAINT
 from tests.support.servers.fixtures import ACCESS_KEY, SECRET_KEY
 from tests.support.storage_util import make_model
 
-API_KEY = "sk-pods-" + "8" * 24
+API_KEY = "sk-pods-4f8a2c9e7b1d5063a8e2f4c6b9d1e7a3"  # random enough for the gateway
 NAME = "inferry-llama-3-1-8b-instruct"
 MODEL = "llama-3.1-8b-instruct"
 SECRETS = {"apiKey": API_KEY, "s3AccessKey": ACCESS_KEY, "s3SecretKey": SECRET_KEY}

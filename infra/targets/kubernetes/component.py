@@ -29,6 +29,22 @@ class Rollout(pulumi.dynamic.Resource, module="inferry", name="Rollout"):
 S3_FIELDS = (SecretField.S3_ACCESS, SecretField.S3_SECRET)
 
 
+def _edge_key(value: Any, field: str) -> Any:
+    """A key the gateway will accept, checked for the edge (`inferry up` checks it before anything is created;
+    a typed `pulumi up` stops here, before the gateway's config is written). Offline render passes placeholder
+    text, not a key: only an Output (the program's resolved secret) is checked."""
+    from infra.errors import InferryError
+    from infra.stack.secrets import checked_edge_key
+
+    def checked(v: str) -> str:
+        try:
+            return checked_edge_key(v, field)
+        except InferryError as e:
+            raise pulumi.RunError(e.render()) from None
+
+    return value.apply(checked) if isinstance(value, pulumi.Output) else value
+
+
 def _cluster_ip(spec: Any) -> str | None:
     """A Service's cluster IP (a typed spec, or a dict under mocks, which have none)."""
     ip = getattr(spec, "cluster_ip", None) if hasattr(spec, "cluster_ip") else (spec or {}).get("clusterIP")
@@ -158,7 +174,7 @@ class KubernetesTarget(pulumi.ComponentResource):
         ctx = self._ctx
         fields = [f for f in (SecretField.API_KEY, SecretField.PREVIOUS_API_KEY) if f in secrets]
         ip = engine_service.spec.apply(lambda sp: _cluster_ip(sp))
-        keys = pulumi.Output.all(ip, *(secrets[f] for f in fields))
+        keys = pulumi.Output.all(ip, *(_edge_key(secrets[f], f) for f in fields))
         conf = keys.apply(lambda v: gateway.config_text(ctx, tuple(v[1:]), v[0]))
         rolls = pulumi.Output.unsecret(keys.apply(lambda v: gateway.config_hash(ctx, tuple(v[1:]), v[0])))
         meta = ctx.meta(gateway.gateway_name(ctx), "gateway")

@@ -4,8 +4,10 @@ Its data root is on this machine's disk (a bind, so overlay2 works), its socket 
 its containers in the host's network namespace (the default bridge with published ports, or host networking,
 land on the host's address). The images are the stand-in image (tests/support/hosts/image.py) under every name the
 stacks render. Stand-ins: `nvidia-container-runtime-hook` (dockerd registers its `nvidia` device driver when
-the hook is on its PATH; this one makes no GPU visible, it only lets the same compose file start as on a GPU
-host) and, inside the image, the engines and nvidia-smi. The `docker compose` plugin is scripts/tools.sh's.
+the hook is on its PATH; this one makes no GPU visible: where the real one mounts the driver's files into the
+container, it mounts the stand-ins' folder, HANDED_FROM, at image.HANDED, so the same compose file starts as on
+a GPU host and nothing else is shared with the host) and, inside the image, the engines and nvidia-smi. The
+`docker compose` plugin is scripts/tools.sh's.
 """
 from __future__ import annotations
 
@@ -15,6 +17,23 @@ from pathlib import Path
 
 DATA_ROOT = "/var/lib/docker"
 HOOK = "nvidia-container-runtime-hook"
+HANDED_FROM = "/var/lib/inferry-gpu"  # on the host: the stand-ins' knobs and their record of starts
+
+
+def hook_script(handed: str) -> str:
+    """`nvidia-container-runtime-hook prestart` as runc runs it: the container's OCI state on stdin, before
+    pivot_root, so inside the container's mount namespace both the host's tree and the container's root are seen
+    (libnvidia-container mounts the driver's files the same way). Mounts HANDED_FROM at HANDED in the container."""
+    return f"""state=$(cat)
+set -e
+eval "$(printf '%s' "$state" | python3 -c '
+import json, os, shlex, sys
+s = json.load(sys.stdin)
+root = json.load(open(os.path.join(s["bundle"], "config.json")))["root"]["path"]
+print("pid=%d root=%s" % (s["pid"], shlex.quote(os.path.join(s["bundle"], root))))')"
+mkdir -p {HANDED_FROM}
+nsenter -t "$pid" -m sh -c "mkdir -p \"$root{handed}\" && mount --bind {HANDED_FROM} \"$root{handed}\""
+"""
 
 
 def cgroup_mounts() -> list[list[str]]:
@@ -47,7 +66,9 @@ def compose_plugin() -> Path:
 
 def start(host, image_tar: str, names: list[str]) -> None:
     """Start the host's dockerd and load the stand-in image under `names` (the host's tools must see image_tar)."""
-    host.install(HOOK, "cat >/dev/null; exit 0")
+    from tests.support.hosts.image import HANDED
+
+    host.install(HOOK, hook_script(HANDED))
     plugins = host.path("/usr/local/lib/docker/cli-plugins")
     plugins.mkdir(parents=True, exist_ok=True)
     shutil.copy(compose_plugin(), plugins / "docker-compose")

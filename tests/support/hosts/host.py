@@ -70,7 +70,7 @@ class TestHost:
             self._boot()
             if options.docker:
                 docker.start(self, image_tar or "", docker.image_names())
-                self.set_standin()  # the knobs the containers read, in the host's fresh /dev/shm
+                self.set_standin()  # the knobs the containers read, handed in by the GPU hook
         except BaseException:
             self.close()
             raise
@@ -159,13 +159,16 @@ class TestHost:
         # Once booted, write through the host's overlay (writing its upper folder directly is undefined).
         etc = self.path("/etc") if self.init_pid else self.root / "overlay" / "etc" / "upper"
         (etc / "inferry-standin.env").write_text(text)
-        if self.init_pid:  # containers (`ipc: host`) read it from the host's /dev/shm (tests/support/hosts/image.py)
-            self.path(image.KNOBS).write_text(text)
+        if self.init_pid:  # containers read it where the GPU hook hands it in (tests/support/hosts/docker.py)
+            handed = self.path(docker.HANDED_FROM)
+            handed.mkdir(parents=True, exist_ok=True)
+            (handed / Path(image.KNOBS).name).write_text(text)
 
     def engine_starts(self) -> list[dict]:
         """Every stand-in engine start on this host so far, in a process or a container, in time order:
         {'time', 'pid', 'argv'} (count restarts with it)."""
-        logs = [self.path("/var/log/inferry-standin/starts.jsonl"), self.path(image.STARTS)]
+        logs = [self.path("/var/log/inferry-standin/starts.jsonl"),
+                self.path(docker.HANDED_FROM) / Path(image.STARTS).name]
         starts = [json.loads(line) for log in logs if log.exists() for line in log.read_text().splitlines()]
         return sorted(starts, key=lambda s: s["time"])
 

@@ -23,8 +23,11 @@ PACKAGES = ("python3", "python3-yaml", "nginx-light")
 CACHE = Path(os.environ.get("INFERRY_TOOLS") or Path.home() / ".cache" / "inferry" / "tools") / "images"
 TRIM = ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man", "usr/share/locale",
         "etc/nginx/sites-enabled/default")
-KNOBS = "/dev/shm/inferry-standin.env"  # `ipc: host` shares the host's /dev/shm: knobs in, starts out
-STARTS = "/dev/shm/inferry-standin/starts.jsonl"
+# The folder the GPU hook stand-in hands into every GPU container, as the real hook hands in the driver's files
+# (tests/support/hosts/docker.py): the host's knobs in, the engines' starts out.
+HANDED = "/run/inferry-gpu"
+KNOBS = f"{HANDED}/standin.env"
+STARTS = f"{HANDED}/starts.jsonl"
 # Inside the image, each stand-in command reads the host's knobs, then runs the stand-in.
 WRAPPER = ("#!/bin/sh\nset -a; [ -f {knobs} ] && . {knobs}; set +a\n"
            "export INFERRY_STANDIN_STARTS={starts}\nexec python3 -I /opt/inferry/tests/support/standin/{script} {args}\"$@\"\n")
@@ -75,7 +78,7 @@ def standin_image() -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         tools = copy_tools(Path(tmp) / "opt")
         files = sorted(p for p in (Path(tmp) / "opt").rglob("*") if p.is_file())
-        digest = hashlib.sha256(base.name.encode())
+        digest = hashlib.sha256(base.name.encode() + "".join((WRAPPER, PYTHON3, KNOBS, STARTS)).encode())
         for p in files:
             digest.update(str(p.relative_to(tmp)).encode() + p.read_bytes())
         out = CACHE / f"standin-{digest.hexdigest()[:12]}.tar"

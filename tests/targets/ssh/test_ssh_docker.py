@@ -77,7 +77,14 @@ def test_first_apply_runs_the_rendered_container(pair):
         assert not any(e.startswith("VLLM_API_KEY=") for e in c["Config"]["Env"])  # the gateway checks keys
         # published on one address only: loopback beside the gateway, the private address elsewhere
         assert c["HostConfig"]["PortBindings"] == {"8000/tcp": [{"HostIp": bind, "HostPort": "8000"}]}
-        assert c["HostConfig"]["IpcMode"] == "host" and c["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"
+        assert c["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"
+        # Its own IPC namespace with a sized /dev/shm (not the host's), as the kernel reports it.
+        assert c["HostConfig"]["IpcMode"] in ("private", "shareable") and c["HostConfig"]["ShmSize"] == 16 << 30
+        pid = c["State"]["Pid"]
+        ns = h.exec(f"readlink /proc/{pid}/ns/ipc /proc/1/ns/ipc", check=True).stdout.split()
+        assert ns[0] != ns[1], ns
+        shm = h.exec(f"nsenter -t {pid} -m df -B1 --output=size /dev/shm | tail -1", check=True).stdout.strip()
+        assert int(shm) == 16 << 30
         assert c["HostConfig"]["DeviceRequests"][0]["Driver"] == "nvidia"
         # Least privilege and nothing sent out, as Docker runs it (not as inferry rendered it).
         assert c["HostConfig"]["CapDrop"] == ["ALL"] and "no-new-privileges:true" in c["HostConfig"]["SecurityOpt"]
