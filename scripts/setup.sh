@@ -33,6 +33,7 @@ if [ "${1:-}" = "--test" ]; then
   [ -x /usr/sbin/conntrack ] || need+=(conntrack)
   [ -x /usr/sbin/iptables ] || need+=(iptables)
   [ -x /usr/sbin/nft ] || need+=(nftables)
+  [ -x /usr/sbin/ipset ] || need+=(ipset)  # kube-router's NetworkPolicy controller on the node (tests/support/netpol.py)
   if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then
       echo "the test suite needs: ${need[*]} (run as root, or install them first)" >&2

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build (or find) the external programs the suite drives, from Go modules: the Pulumi CLI and its Python plugins,
 # Docker Compose v2, Caddy and Pebble (the gateway and its test CA), and for Kubernetes a control plane (kube-apiserver, controller-manager, scheduler, kubectl,
-# etcd, kwok), a node (kubelet, kube-proxy), cluster DNS (CoreDNS), KEDA (operator, metrics adapter), Prometheus and the Pulumi Kubernetes provider. Usage: scripts/tools.sh [all|pulumi|compose|gateway|cluster].
+# etcd, kwok), a node (kubelet, kube-proxy, kube-router's NetworkPolicy controller), cluster DNS (CoreDNS), KEDA (operator, metrics adapter), Prometheus and the Pulumi Kubernetes provider. Usage: scripts/tools.sh [all|pulumi|compose|gateway|cluster].
 # `pulumi` includes the Python language host (typed `pulumi up`), built when no official one is on PATH.
 # Idempotent and cached under $INFERRY_TOOLS (default ~/.cache/inferry/tools); prints the folder to put on
 # PATH as its last line. A `pulumi` already on PATH (the official install) wins over a build.
@@ -16,9 +16,10 @@ ETCD_VERSION="${INFERRY_ETCD_VERSION:-v3.6.16}"
 KWOK_VERSION="${INFERRY_KWOK_VERSION:-v0.8.0}"
 COREDNS_VERSION="${INFERRY_COREDNS_VERSION:-v1.15.0}"
 KEDA_VERSION="${INFERRY_KEDA_VERSION:-v2.21.0}"
-PROMETHEUS_VERSION="${INFERRY_PROMETHEUS_VERSION:-v0.316.0}"
+PROMETHEUS_VERSION="${INFERRY_PROMETHEUS_VERSION:-v0.316.0}"  # the Go module's version of Prometheus 3.16.0
 CADDY_VERSION="${INFERRY_CADDY_VERSION:-v2.11.9}"
-PEBBLE_VERSION="${INFERRY_PEBBLE_VERSION:-v2.10.3}"  # the Go module's version of Prometheus 3.16.0
+KUBE_ROUTER_VERSION="${INFERRY_KUBE_ROUTER_VERSION:-v2.1.0}"  # its NetworkPolicy controller, on the test node
+PEBBLE_VERSION="${INFERRY_PEBBLE_VERSION:-v2.10.3}"
 # pulumi-kubernetes' provider module has no tags: the proxy serves the pseudo-version of v4.25.0's commit
 # (2026-01-15; v4.25.0 was released 2026-01-16). The test tier pins the PyPI SDK to 4.25.0 to match.
 K8S_PROVIDER_MODULE="github.com/pulumi/pulumi-kubernetes/provider/v4"
@@ -192,7 +193,7 @@ _prometheus() {
 }
 
 # etcd (Debian's 3.4 is older than Kubernetes 1.36 supports), kwok/kwokctl (runs the control plane from these
-# binaries, with fake nodes), the real node's kubelet and kube-proxy, CoreDNS (cluster DNS), KEDA's operator,
+# binaries, with fake nodes), the real node's kubelet, kube-proxy and NetworkPolicy agent, CoreDNS (cluster DNS), KEDA's operator,
 # Prometheus and the provider.
 cluster_tools() {
   cached "$TOOLS/src/kubernetes-$KUBE_VERSION" "$KUBE_VERSION" "$KUBE_BINS $KUBE_VERSION" _kubernetes
@@ -202,6 +203,7 @@ cluster_tools() {
   go_build kwokctl "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION" "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
   go_build kwok "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
   go_build coredns "github.com/coredns/coredns@$COREDNS_VERSION" "-X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION"
+  go_build kube-router "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$KUBE_ROUTER_VERSION" ""
   [ -x "$BIN/keda" ] && [ -x "$BIN/keda-adapter" ] && [ -d "$TOOLS/keda-crds" ] \
     || rm -f "$TOOLS/src/keda-$KEDA_VERSION/.built"
   cached "$TOOLS/src/keda-$KEDA_VERSION" "$KEDA_VERSION" "keda operator and adapter $KEDA_VERSION" _keda

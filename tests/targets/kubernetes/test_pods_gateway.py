@@ -63,7 +63,7 @@ def test_the_engine_pod_carries_no_client_key_and_only_the_gateway_may_reach_it(
                               "/proc/1/environ").stdout
     assert API_KEY not in environ and "--api-key" not in cluster.kubectl(
         "exec", "-n", NS, pod["metadata"]["name"], "-c", "engine", "--", "cat", "/proc/1/cmdline").stdout
-    # The policy the API server holds (the test node's CNI enforces none: docs/kubernetes.md says so).
+    # The policy the API server holds (enforced: the next test).
     policy = cluster.get("networkpolicy", NAME, NS)["spec"]
     assert policy["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "engine"
     (rule,) = policy["ingress"]
@@ -82,6 +82,38 @@ def test_the_engine_pod_carries_no_client_key_and_only_the_gateway_may_reach_it(
     xattr, eff = cluster.kubectl("exec", "-n", NS, name, "--", "python3", "-c", probe).stdout.split()
     assert xattr.startswith("01000002") and int(xattr[8:16], 16) == 0x00040000, xattr  # +ep, bit 10 (LE)
     assert int(eff, 16) == 1 << 10, eff
+
+
+def test_the_node_enforcing_the_policy_lets_only_the_gateway_and_the_scraper_reach_the_engine(gw, node, cluster):
+    """With a policy agent on the node (kube-router's policy controller, tests/support/netpol.py), a pod in another
+    namespace reaches the gateway's Service but neither the engine pod nor its Service; a pod in the scraper's
+    namespace reads the engine's metrics; the gateway still answers chats. Without the agent the same pod reaches
+    the engine: the control that shows the refusal is the policy's doing."""
+    from tests.support.netpol import enforcing, stranger
+
+    pod = pod_of(cluster, NS)
+    (engine,) = [c for c in pod["spec"]["containers"] if c["name"] == "engine"]
+    port = engine["ports"][0]["containerPort"]
+    direct = f"http://{pod['status']['podIP']}:{port}/health"
+    service = f"http://{cluster.get('service', NAME, NS)['spec']['clusterIP']}:{port}/health"
+    door = f"http://{cluster.get('service', f'{NAME}-gateway', NS)['spec']['clusterIP']}/health"
+    metrics = f"http://{pod['status']['podIP']}:{port}/metrics"
+    had_monitoring = cluster.kubectl("get", "namespace", "monitoring", check=False).returncode == 0
+    try:
+        assert stranger(cluster, "pods-gw-stranger", engine["image"], direct) == {direct: "200"}
+        with enforcing(node, cluster):
+            seen = stranger(cluster, "pods-gw-stranger", engine["image"], direct, service, door)
+            assert seen[door] == "200" and seen[direct] != "200" and seen[service] != "200", seen
+            assert stranger(cluster, "monitoring", engine["image"], metrics) == {metrics: "200"}
+            chat = json.dumps({"model": MODEL, "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]})
+            assert through(node, cluster, "/v1/chat/completions", API_KEY, "200", "-H",
+                           "Content-Type: application/json", "-d", chat)[0] == "200"
+        rules = node.netns_exec("iptables-save", "-t", "filter").stdout
+        assert "KUBE-ROUTER" not in rules and "KUBE-POD-FW" not in rules  # the node as before, for later tests
+    finally:
+        cluster.kubectl("delete", "namespace", "pods-gw-stranger", "--wait=false", check=False)
+        if not had_monitoring:
+            cluster.kubectl("delete", "namespace", "monitoring", "--wait=false", check=False)
 
 
 def test_status_reads_the_engine_metrics_inside_the_cluster_while_the_gateway_refuses_them(gw, node, cluster):
