@@ -58,9 +58,9 @@ def up(stack: str = typer.Argument(..., help=STACK_HELP),
         os.environ[VERIFY_WEIGHTS] = "1"
     s = load_checked(stack)
     check_adapters(s)  # before anything is created: a wrong adapter would fail only on the engine's first load
-    check_edge_keys(s)
     deployer = make_deployer()
     deployer.check(s)
+    check_edge_keys(s)  # a `{config: KEY}` key is read with the Pulumi CLI, checked just above
     say(f"updating {s.name}")
     outputs = deployer.up(s, say)
     for key, value in sorted(outputs.items()):
