@@ -94,22 +94,6 @@ def check_adapters(s: Stack) -> None:
         raise ConfigError(s.source, problems)
 
 
-def check_edge_keys(s: Stack) -> None:
-    """Every key a gateway will accept, read and checked for the edge (128 bits, no leading `-`) on any target,
-    before anything is created: SecretError naming the field, never the value."""
-    if getattr(s.deployment.target, "gateway", None) is None:
-        return
-    from infra.lifecycle.secrets import resolver
-    from infra.stack.config import SecretField
-    from infra.stack.secrets import checked_edge_key
-
-    refs = s.deployment.secret_refs()
-    resolve = resolver(s)
-    for field in (SecretField.API_KEY, SecretField.PREVIOUS_API_KEY):
-        if field in refs:
-            checked_edge_key(resolve(refs[field], field), field)
-
-
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Run a command; an InferryError prints cleanly and exits 1."""
 

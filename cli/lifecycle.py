@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cli.common import check_adapters, check_edge_keys, confirm, handle_errors, load_checked, out
+from cli.common import check_adapters, confirm, handle_errors, load_checked, out
 from infra.errors import InferryError
 from infra.lifecycle.deployer import Deployer, endpoints
 from infra.stack.stackfile import Stack, load_stack
@@ -60,7 +60,6 @@ def up(stack: str = typer.Argument(..., help=STACK_HELP),
     check_adapters(s)  # before anything is created: a wrong adapter would fail only on the engine's first load
     deployer = make_deployer()
     deployer.check(s)
-    check_edge_keys(s)  # a `{config: KEY}` key is read with the Pulumi CLI, checked just above
     say(f"updating {s.name}")
     outputs = deployer.up(s, say)
     for key, value in sorted(outputs.items()):
@@ -140,7 +139,6 @@ def migrate(
     action = f"bring up {b.name}" + (f" and then destroy {a.name}" if destroy_source else "")
     if not yes:
         confirm(f"{action}?")
-    check_edge_keys(b)  # the target's gateway keys: before any weights are copied
     m.run(destroy_source)
 
 
