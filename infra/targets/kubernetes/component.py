@@ -30,9 +30,9 @@ S3_FIELDS = (SecretField.S3_ACCESS, SecretField.S3_SECRET)
 
 
 def _edge_key(value: Any, field: str) -> Any:
-    """A key the gateway will accept, checked for the edge (`inferry up` checks it before anything is created;
-    a typed `pulumi up` stops here, before the gateway's config is written). Offline render passes placeholder
-    text, not a key: only an Output (the program's resolved secret) is checked."""
+    """A key the gateway will accept, checked for the edge (128 bits): `up` stops here, naming the field, before
+    the gateway's config is written. Offline render passes placeholder text, not a key: only an Output (the
+    program's resolved secret) is checked."""
     from infra.errors import InferryError
     from infra.stack.secrets import checked_edge_key
 
