@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.support.daemons import stop
 from tests.support.realengine import TOOLS_BIN
 
 
@@ -23,5 +24,4 @@ def caddy(config: Path, ready: Callable[[], bool] | None = None, timeout: float 
             time.sleep(0.1)
         yield proc
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop(proc)

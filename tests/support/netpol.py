@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from tests.support.daemons import stop
 from tests.support.node import LABEL, TAINT
 from tests.support.realengine import TOOLS_BIN
 
@@ -69,12 +70,7 @@ def enforcing(node, cluster) -> Iterator[None]:
         time.sleep(3)  # its first full sync of the policies, pods and namespaces
         yield
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
         _remove_rules(node)
         log.close()
 
