@@ -1,22 +1,66 @@
 #!/bin/sh
 # Pull the model (and a built TensorRT engine, if any) from the weight store; skip when the cache
 # already holds a verified copy of the same manifest (${MANIFEST}: path, size, sha256 of every file).
+# With a node cache (CACHE_DIR), each verified model stays on the node in CACHE_DIR/<sha256 of its manifest>,
+# used again while its files' sizes and times are those verify-weights.py recorded, and WEIGHTS_DIR becomes a
+# link to it; the least recently used go first when a new one would pass CACHE_BYTES.
 # Values come from the environment, never inlined.
 set -eu
 src="s3://${BUCKET}/${PREFIX}"
-mkdir -p "${WEIGHTS_DIR}"
 mkdir -p "${HOME}/.aws"  # path-style addressing for S3-compatible stores (no `aws configure`: one CLI start less)
 printf '[default]\ns3 =\n    addressing_style = %s\n' "${ADDRESSING_STYLE:-path}" > "${HOME}/.aws/config"
-aws s3 cp --only-show-errors "${src}/${MANIFEST}" "${WEIGHTS_DIR}/.manifest.new"
-want=$(sha256sum "${WEIGHTS_DIR}/.manifest.new" | cut -d' ' -f1)
-if [ -f "${WEIGHTS_DIR}/.verified" ] && [ "$(cat "${WEIGHTS_DIR}/.verified")" = "${want}" ]; then
-  echo "weights: cache holds verified manifest ${want}; nothing to fetch"
+
+unchanged() {  # $1: a kept model; true when its record (.verified's second line) still holds
+  [ -f "$1/.verified" ] && [ -f "$1/.files" ] || return 1
+  now=$(cd "$1" && while IFS= read -r p; do stat -c '%s %Y %i' -- "$p" 2>/dev/null || echo missing; done < .files |
+        sha256sum | cut -d' ' -f1)
+  [ "$(tail -n 1 "$1/.verified")" = "${now}" ]
+}
+
+make_room() {  # $1: bytes about to arrive, $2: the model they are
+  used=$(du -sk "${CACHE_DIR}" | cut -f1)
+  for marker in $(ls -tr "${CACHE_DIR}"/*/.verified 2>/dev/null); do  # least recently used first
+    [ $((used * 1024 + $1)) -le "${CACHE_BYTES}" ] && return 0
+    old=$(dirname "${marker}")
+    [ "${old}" = "${CACHE_DIR}/$2" ] && continue
+    echo "weights: the node cache would pass ${CACHE_BYTES} bytes: removing $(basename "${old}"), used least recently"
+    rm -rf "${old}"
+    used=$(du -sk "${CACHE_DIR}" | cut -f1)
+  done
+  [ $((used * 1024 + $1)) -le "${CACHE_BYTES}" ] ||
+    echo "weights: warning: the node cache will hold more than ${CACHE_BYTES} bytes (target.cache_size)" >&2
+}
+
+if [ -n "${CACHE_DIR:-}" ]; then
+  incoming="${CACHE_DIR}/.incoming"
+  me=$(uname -n)  # the pod's name: a restarted fetch resumes its own staging folder
+  mkdir -p "${incoming}" "$(dirname "${WEIGHTS_DIR}")"
+  aws s3 cp --only-show-errors "${src}/${MANIFEST}" "${incoming}/${me}.manifest"
+  want=$(sha256sum "${incoming}/${me}.manifest" | cut -d' ' -f1)
+  if unchanged "${CACHE_DIR}/${want}"; then
+    echo "weights: the node cache holds manifest ${want}; nothing to fetch"
+  else
+    rm -rf "${CACHE_DIR:?}/${want}"  # a copy whose files changed since they were verified is not used
+    need=$(grep -o '"size": *[0-9]*' "${incoming}/${me}.manifest" | awk -F: '{s += $2} END {printf "%.0f", s}')
+    make_room "${need}" "${want}"
+    aws s3 sync --only-show-errors "${src}" "${incoming}/${want}.${me}"
+    echo "weights: fetched ${src} for manifest ${want} into the node cache"
+  fi
+  rm -f "${incoming}/${me}.manifest"
+  ln -sfn "${CACHE_DIR}/${want}" "${WEIGHTS_DIR}"
 else
-  # sync transfers only what differs: a second run after an interruption resumes.
-  aws s3 sync --only-show-errors "${src}" "${WEIGHTS_DIR}"
-  echo "weights: fetched ${src} for manifest ${want}"
+  mkdir -p "${WEIGHTS_DIR}"
+  aws s3 cp --only-show-errors "${src}/${MANIFEST}" "${WEIGHTS_DIR}/.manifest.new"
+  want=$(sha256sum "${WEIGHTS_DIR}/.manifest.new" | cut -d' ' -f1)
+  if [ -f "${WEIGHTS_DIR}/.verified" ] && [ "$(cat "${WEIGHTS_DIR}/.verified")" = "${want}" ]; then
+    echo "weights: cache holds verified manifest ${want}; nothing to fetch"
+  else
+    # sync transfers only what differs: a second run after an interruption resumes.
+    aws s3 sync --only-show-errors "${src}" "${WEIGHTS_DIR}"
+    echo "weights: fetched ${src} for manifest ${want}"
+  fi
+  rm -f "${WEIGHTS_DIR}/.manifest.new"
 fi
-rm -f "${WEIGHTS_DIR}/.manifest.new"
 if [ -n "${BUILD_PREFIX:-}" ]; then
   mkdir -p "${BUILD_DIR}"
   aws s3 sync --only-show-errors "s3://${BUCKET}/${BUILD_PREFIX}" "${BUILD_DIR}"

@@ -1,47 +1,113 @@
-"""Check every file of the weights manifest (MANIFEST: path, size, sha256) under WEIGHTS_DIR; stdlib only."""
+"""Check every file of the weights manifest (MANIFEST: path, size, sha256) under WEIGHTS_DIR; stdlib only.
+
+With a node cache (CACHE_DIR), WEIGHTS_DIR is the fetch's link to CACHE_DIR/<sha256 of the manifest>: a fresh copy
+is checked in its staging folder, then moved there whole, with a record of its files' sizes and times that the
+next pod's fetch compares before using it again.
+"""
 import hashlib
 import json
 import os
 import re
+import shutil
 import sys
 
-root = os.environ["WEIGHTS_DIR"]
-raw = open(os.path.join(root, os.environ["MANIFEST"]), "rb").read()
-digest = hashlib.sha256(raw).hexdigest()
-marker = os.path.join(root, ".verified")
-if os.path.exists(marker) and open(marker).read().strip() == digest:
-    print(f"weights: verified earlier against manifest {digest}")
-    sys.exit(0)
-bad = []
+MANIFEST = os.environ["MANIFEST"]
 HEX64 = re.compile(r"[0-9a-f]{64}")
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-RESERVED = {os.environ["MANIFEST"], ".verified", ".manifest.new", ".inferry-manifest"}
-for entry in json.loads(raw)["files"]:
-    rel = entry["path"]
-    parts = rel.split("/") if isinstance(rel, str) else [""]
-    # The manifest comes from the bucket: whoever can write it must not reach past the model folder.
-    if CONTROL.search("".join(parts)) or rel.startswith("/") or rel in RESERVED or \
-            any(p in ("", ".", "..") for p in parts):
-        bad.append(f"{ascii(rel)}: refused: the path leaves the model folder or is not a plain relative path "
-                   "(absolute, '..', an empty part, a control character, or inferry's own file)")
-        continue
-    if not isinstance(entry["sha256"], str) or not HEX64.fullmatch(entry["sha256"]) \
-            or type(entry["size"]) is not int:
-        bad.append(f"{ascii(rel)}: its sha256 is not 64 lowercase hex digits or its size not an integer")
-        continue
-    path = os.path.join(root, rel)
-    if not os.path.isfile(path) or os.path.getsize(path) != entry["size"]:
-        bad.append(f"{rel}: missing or not {entry['size']} bytes")
-        continue
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 24), b""):
-            h.update(block)
-    if h.hexdigest() != entry["sha256"]:
-        bad.append(f"{rel}: sha256 differs from the manifest")
-if bad:
-    print(f"weights do not match {os.environ['MANIFEST']}:", *bad, sep="\n  ", file=sys.stderr)
-    sys.exit(1)
-with open(marker, "w") as fh:
-    fh.write(digest)
-print(f"weights: {len(json.loads(raw)['files'])} files match manifest {digest}")
+RESERVED = {MANIFEST, ".verified", ".manifest.new", ".inferry-manifest", ".files"}
+
+
+def problems(root, entries):
+    """What differs between the folder and the manifest's entries (empty: every file matches)."""
+    bad = []
+    for entry in entries:
+        rel = entry["path"]
+        parts = rel.split("/") if isinstance(rel, str) else [""]
+        # The manifest comes from the bucket: whoever can write it must not reach past the model folder.
+        if CONTROL.search("".join(parts)) or rel.startswith("/") or rel in RESERVED or \
+                any(p in ("", ".", "..") for p in parts):
+            bad.append(f"{ascii(rel)}: refused: the path leaves the model folder or is not a plain relative path "
+                       "(absolute, '..', an empty part, a control character, or inferry's own file)")
+            continue
+        if not isinstance(entry["sha256"], str) or not HEX64.fullmatch(entry["sha256"]) \
+                or type(entry["size"]) is not int:
+            bad.append(f"{ascii(rel)}: its sha256 is not 64 lowercase hex digits or its size not an integer")
+            continue
+        path = os.path.join(root, rel)
+        if not os.path.isfile(path) or os.path.getsize(path) != entry["size"]:
+            bad.append(f"{rel}: missing or not {entry['size']} bytes")
+            continue
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 24), b""):
+                h.update(block)
+        if h.hexdigest() != entry["sha256"]:
+            bad.append(f"{rel}: sha256 differs from the manifest")
+    return bad
+
+
+def stat_record(root, paths):
+    """sha256 of one 'size mtime inode' line per file: what fetch-weights.sh computes with stat -c '%s %Y %i'."""
+    lines = []
+    for rel in paths:
+        st = os.stat(os.path.join(root, rel))
+        lines.append(f"{st.st_size} {int(st.st_mtime)} {st.st_ino}\n")
+    return hashlib.sha256("".join(lines).encode()).hexdigest()
+
+
+def verify(root, digest_wanted=None):
+    """Check root against its manifest; exit 1 naming each difference. Returns (digest, manifest entries)."""
+    raw = open(os.path.join(root, MANIFEST), "rb").read()
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest_wanted is not None and digest != digest_wanted:
+        sys.exit(f"the weights manifest in the store changed while it was fetched ({digest_wanted} then {digest}): "
+                 "the pod fetches again when it restarts")
+    entries = json.loads(raw)["files"]
+    bad = problems(root, entries)
+    if bad:
+        print(f"weights do not match {MANIFEST}:", *bad, sep="\n  ", file=sys.stderr)
+        sys.exit(1)
+    return digest, entries
+
+
+def plain(root):
+    """A pod's own weights folder: checked once, then marked with the manifest's digest."""
+    marker = os.path.join(root, ".verified")
+    digest = hashlib.sha256(open(os.path.join(root, MANIFEST), "rb").read()).hexdigest()
+    if os.path.exists(marker) and open(marker).read().strip() == digest:
+        print(f"weights: verified earlier against manifest {digest}")
+        return
+    digest, entries = verify(root)
+    with open(marker, "w") as fh:
+        fh.write(digest)
+    print(f"weights: {len(entries)} files match manifest {digest}")
+
+
+def cached(cache, link):
+    """The node's copy the fetch linked: in use already (the fetch compared its record), or checked and kept."""
+    kept = os.readlink(link)
+    digest = os.path.basename(kept)
+    marker = os.path.join(kept, ".verified")
+    if os.path.isfile(marker):
+        os.utime(marker)  # most recently used: the fetch's eviction keeps it longest
+        print(f"weights: the node's copy of manifest {digest} is unchanged since it was verified")
+        return
+    stage = os.path.join(cache, ".incoming", f"{digest}.{os.uname().nodename}")
+    digest, entries = verify(stage, digest)
+    paths = [e["path"] for e in entries]
+    with open(os.path.join(stage, ".files"), "w") as fh:
+        fh.writelines(p + "\n" for p in paths)
+    with open(os.path.join(stage, ".verified"), "w") as fh:
+        fh.write(f"{digest}\n{stat_record(stage, paths)}\n")
+    try:
+        os.rename(stage, kept)
+    except OSError:  # another pod on this node kept the same manifest first: use its copy
+        shutil.rmtree(stage)
+    print(f"weights: {len(entries)} files match manifest {digest}; kept on this node")
+
+
+if __name__ == "__main__":
+    if os.environ.get("CACHE_DIR"):
+        cached(os.environ["CACHE_DIR"], os.environ["WEIGHTS_DIR"])
+    else:
+        plain(os.environ["WEIGHTS_DIR"])

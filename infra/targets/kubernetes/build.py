@@ -40,15 +40,18 @@ def _upload_container(ctx: Ctx) -> dict[str, Any]:
         "env": [{"name": "BUCKET", "value": ctx.d.storage.bucket},
                 {"name": "BUILD_PREFIX", "value": weights.build_prefix(ctx)},
                 {"name": "BUILD_DIR", "value": ctx.spec.build.output_dir}] + weights.s3_env(ctx, push=True),
-        "volumeMounts": weights.weight_mounts(ctx, read_only=False)[1:] + [weights.scripts_mount()],
+        "volumeMounts": [m for m in weights.weight_mounts(ctx, read_only=False) if m["name"] == "engine-build"]
+        + [weights.scripts_mount()],
         "resources": {"requests": {"cpu": "1", "memory": "512Mi"}},
     }
 
 
 def build_job_spec(ctx: Ctx, pod_common: dict[str, Any], env: list[dict[str, Any]]) -> dict[str, Any]:
     """Job pod: init fetch (weights and any cached engine), verify, build; then the upload container."""
-    volumes = [{"name": "weights", "emptyDir": {"sizeLimit": ctx.t.cache_size}},
-               {"name": "engine-build", "emptyDir": {}}] + [v for v in pod_common["volumes"]
+    # Its own weights folder (a pvc may be bound elsewhere), but the node's cache where the stack keeps one.
+    own = weights.weights_volumes(ctx) if weights.node_cached(ctx) else [
+        {"name": "weights", "emptyDir": {"sizeLimit": ctx.t.cache_size}}]
+    volumes = own + [{"name": "engine-build", "emptyDir": {}}] + [v for v in pod_common["volumes"]
                                                             if v["name"] in ("config", "shm")]
     init = [weights.fetch_container(ctx), weights.verify_container(ctx), _build_container(ctx, env)]
     pod = {**{k: v for k, v in pod_common.items() if k != "volumes"}, "restartPolicy": "Never",

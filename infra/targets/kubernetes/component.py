@@ -92,9 +92,8 @@ class KubernetesTarget(pulumi.ComponentResource):
         self._opts = pulumi.ResourceOptions(parent=self, provider=provider)
         ns = self._namespace()
         base = ns + [self._secret(needed_secrets(ctx, dict(args.secrets)), ns), self._config(ns)]
-        if ctx.t.weights_delivery == "pvc" and ctx.wants_weights_volume:
-            base.append(self._make(k8s.core.v1.PersistentVolumeClaim, "weights", base,
-                                   metadata=ctx.meta(weights.pvc_name(ctx), "weights"), spec=weights.pvc_spec(ctx)))
+        if ctx.t.weights_delivery in ("pvc", "node-cache") and ctx.wants_weights_volume:
+            base += self._weights_claim(base)
         if ctx.spec.build is not None:
             base.append(self._build_job(base))
         deployment = self._deployment(base)
@@ -128,6 +127,16 @@ class KubernetesTarget(pulumi.ComponentResource):
         labels = {k: v for k, v in self._ctx.labels("namespace").items() if "instance" not in k}
         labels.update(POD_SECURITY)
         return [self._make(k8s.core.v1.Namespace, "namespace", [], metadata={"name": self._ctx.ns, "labels": labels})]
+
+    def _weights_claim(self, deps: list) -> list:
+        """The weights PVC; with node-cache, first the local volume it binds (cluster-wide: no namespace)."""
+        ctx, volume = self._ctx, []
+        if weights.node_cached(ctx):
+            meta = {"name": weights.pv_name(ctx), "labels": ctx.labels("weights")}
+            volume = [self._make(k8s.core.v1.PersistentVolume, "node-cache", deps, metadata=meta,
+                                 spec=weights.pv_spec(ctx))]
+        return [self._make(k8s.core.v1.PersistentVolumeClaim, "weights", deps + volume,
+                           metadata=ctx.meta(weights.pvc_name(ctx), "weights"), spec=weights.pvc_spec(ctx))]
 
     def _secret(self, values: dict[str, Any], deps: list) -> Any:
         return self._make(k8s.core.v1.Secret, "secrets", deps, type="Opaque",

@@ -13,6 +13,10 @@ if TYPE_CHECKING:  # the TypedDicts' annotations only: the schema loads without 
     import pulumi
 
 
+# An absolute path of plain parts: it reaches a PersistentVolume and a shell's arguments unchanged.
+NODE_PATH = r"^(/[A-Za-z0-9_][A-Za-z0-9._-]*)+$"
+
+
 class Toleration(StrictSection):
     """A pod toleration (for tainted GPU nodes)."""
 
@@ -84,8 +88,12 @@ class KubernetesTarget(TargetBase):
     namespace: str = Field(default="inferry", pattern=DNS1123)
     create_namespace: bool = True
     replicas: int = Field(default=1, ge=0, le=1000)
-    weights_delivery: Literal["init-container", "pvc", "stream"] = "init-container"
-    cache_size: str = Field(default="200Gi", description="weights cache size (a Kubernetes quantity)")
+    weights_delivery: Literal["init-container", "pvc", "node-cache", "stream"] = "init-container"
+    cache_size: str = Field(default="200Gi", description="weights cache size (a Kubernetes quantity); for "
+                            "node-cache, the most each node keeps (least recently used models go first)")
+    node_cache_path: str = Field(default="/var/lib/inferry/weights", pattern=NODE_PATH,
+                                 description="node-cache: the folder on each node that keeps weights across pods "
+                                             "(it must exist there: the node's image or its set-up makes it)")
     storage_class: str | None = Field(default=None, pattern=DNS1123)
     gpu_product: str | None = Field(default=None, pattern=LABEL_VALUE, description="nvidia.com/gpu.product label value")
     node_selector: dict[str, str] = Field(default_factory=dict)
@@ -138,8 +146,9 @@ class KubernetesTargetArgs(TypedDict, total=False):
     namespace: str
     create_namespace: bool
     replicas: int
-    weights_delivery: Literal["init-container", "pvc", "stream"]
+    weights_delivery: Literal["init-container", "pvc", "node-cache", "stream"]
     cache_size: str
+    node_cache_path: str
     storage_class: str
     gpu_product: str
     node_selector: Mapping[str, str]

@@ -63,6 +63,18 @@ def memory_quantity(size: str) -> str:
     return size
 
 
+_UNITS = {"": 1, "m": 0.001, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+          "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50, "Ei": 1 << 60}
+
+
+def quantity_bytes(q: str) -> int:
+    """A Kubernetes quantity (config.QUANTITY: no exponents) in whole units, e.g. '200Gi' -> 214748364800."""
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([A-Za-z]*)", q)
+    if not m or m.group(2) not in _UNITS:
+        raise ValueError(f"not a Kubernetes quantity: {q!r}")
+    return int(float(m.group(1)) * _UNITS[m.group(2)])
+
+
 def short_hash(*parts: str) -> str:
     """Eight hex digits over parts: names that change when their content does."""
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:8]

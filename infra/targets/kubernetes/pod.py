@@ -100,7 +100,7 @@ def volumes(ctx: Ctx) -> list[dict[str, Any]]:
     vols = [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": memory_quantity(ctx.spec.shm_size)}},
             {"name": "config", "configMap": {"name": ctx.config_name}}]
     if ctx.wants_weights_volume:
-        vols.append(weights.weights_volume(ctx))
+        vols += weights.weights_volumes(ctx)
         if ctx.spec.build is not None:
             vols.append({"name": "engine-build", "emptyDir": {}})
     return vols

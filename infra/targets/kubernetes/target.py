@@ -20,7 +20,7 @@ kind: kubernetes
 context: my-cluster                    # kubeconfig context; never the ambient default
 namespace: inferry
 replicas: 1
-weights_delivery: init-container       # init-container | pvc | stream (vLLM runai_streamer)
+weights_delivery: init-container       # init-container | pvc | node-cache | stream (vLLM runai_streamer)
 """
 
 

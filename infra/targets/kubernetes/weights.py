@@ -9,11 +9,15 @@ from infra.engines.spec import MODELS_DIR
 from infra.stack.resources import bundled
 from infra.storage.manifest import MANIFEST_NAME
 from infra.targets.kubernetes.context import SCRIPTS_DIR, Ctx
+from infra.targets.kubernetes.names import quantity_bytes
 
 TEMPLATES = bundled("templates") / "kubernetes"
 FETCH_SCRIPT = "fetch-weights.sh"
 VERIFY_SCRIPT = "verify-weights.py"
 UPLOAD_SCRIPT = "upload-engine.sh"
+# Where a node's weights cache (weights_delivery: node-cache) is mounted in the pod. The model folder the engine
+# reads is then a link into it, made by the fetch and checked by the verify init container.
+CACHE_DIR = "/var/cache/inferry-weights"
 
 
 def scripts(with_upload: bool = False) -> dict[str, str]:
@@ -50,9 +54,16 @@ def weights_root(ctx: Ctx) -> str:
     return MODELS_DIR if ctx.spec.model_dir.startswith(MODELS_DIR + "/") else ctx.spec.model_dir
 
 
+def node_cached(ctx: Ctx) -> bool:
+    """True when weights stay on the node between pods (weights_delivery: node-cache)."""
+    return ctx.t.weights_delivery == "node-cache"
+
+
 def weight_mounts(ctx: Ctx, read_only: bool) -> list[dict[str, Any]]:
-    """Mounts of the weights (and built engine) volumes."""
+    """Mounts of the weights (and the node's cache, and the built engine) volumes."""
     mounts = [{"name": "weights", "mountPath": weights_root(ctx), "readOnly": read_only}]
+    if node_cached(ctx):
+        mounts.append({"name": "node-cache", "mountPath": CACHE_DIR, "readOnly": read_only})
     if ctx.spec.build is not None:
         mounts.append({"name": "engine-build", "mountPath": ctx.spec.build.output_dir, "readOnly": read_only})
     return mounts
@@ -89,11 +100,11 @@ def fetch_container(ctx: Ctx, with_build: bool = True, source: str | None = None
     if prefix is not None:
         env += [{"name": "BUILD_PREFIX", "value": prefix},
                 {"name": "BUILD_DIR", "value": ctx.spec.build.output_dir}]
-    mounts = weight_mounts(ctx, read_only=False)[: None if prefix is not None else 1]
+    mounts = [m for m in weight_mounts(ctx, read_only=False) if prefix is not None or m["name"] != "engine-build"]
     return {
         "name": f"fetch-{suffix}", "image": ctx.t.fetch_image,
         "command": ["sh", f"{SCRIPTS_DIR}/{FETCH_SCRIPT}"],
-        "env": env + s3_env(ctx),
+        "env": env + cache_env(ctx) + s3_env(ctx),
         "volumeMounts": mounts + [scripts_mount()],
         "resources": init_requests(ctx, "512Mi"),
     }
@@ -111,17 +122,30 @@ def verify_container(ctx: Ctx, folder: str | None = None, suffix: str = "weights
         "name": f"verify-{suffix}", "image": ctx.spec.image,
         "command": ["python3", f"{SCRIPTS_DIR}/{VERIFY_SCRIPT}"],
         "env": [{"name": "WEIGHTS_DIR", "value": folder or ctx.spec.model_dir},
-                {"name": "MANIFEST", "value": MANIFEST_NAME}],
-        "volumeMounts": weight_mounts(ctx, read_only=False)[:1] + [scripts_mount()],
+                {"name": "MANIFEST", "value": MANIFEST_NAME}] + cache_env(ctx),
+        "volumeMounts": [m for m in weight_mounts(ctx, read_only=False) if m["name"] != "engine-build"]
+        + [scripts_mount()],
         "resources": init_requests(ctx, "256Mi"),
     }
 
 
-def weights_volume(ctx: Ctx) -> dict[str, Any]:
-    """The weights volume: node-local emptyDir, or the shared PVC cache."""
+def cache_env(ctx: Ctx) -> list[dict[str, Any]]:
+    """Where the node's cache is and how much it may keep (node-cache only)."""
+    if not node_cached(ctx):
+        return []
+    return [{"name": "CACHE_DIR", "value": CACHE_DIR},
+            {"name": "CACHE_BYTES", "value": str(quantity_bytes(ctx.t.cache_size))}]
+
+
+def weights_volumes(ctx: Ctx) -> list[dict[str, Any]]:
+    """The weights volume (node-local emptyDir, or the shared PVC cache); with node-cache, an emptyDir that holds
+    only the links into the node's cache, and that cache's claim."""
     if ctx.t.weights_delivery == "pvc":
-        return {"name": "weights", "persistentVolumeClaim": {"claimName": pvc_name(ctx)}}
-    return {"name": "weights", "emptyDir": {"sizeLimit": ctx.t.cache_size}}
+        return [{"name": "weights", "persistentVolumeClaim": {"claimName": pvc_name(ctx)}}]
+    if node_cached(ctx):
+        return [{"name": "weights", "emptyDir": {"sizeLimit": "1Mi"}},
+                {"name": "node-cache", "persistentVolumeClaim": {"claimName": pvc_name(ctx)}}]
+    return [{"name": "weights", "emptyDir": {"sizeLimit": ctx.t.cache_size}}]
 
 
 def pvc_name(ctx: Ctx) -> str:
@@ -129,8 +153,37 @@ def pvc_name(ctx: Ctx) -> str:
     return f"{ctx.name}-weights"
 
 
+def pv_name(ctx: Ctx) -> str:
+    """The node cache's PersistentVolume (cluster-wide, so the namespace is in its name)."""
+    return f"{ctx.ns}.{ctx.name}.node-cache"
+
+
+def pv_spec(ctx: Ctx) -> dict[str, Any]:
+    """The node cache: a local volume at node_cache_path on every node the engine may run on, bound to this
+    deployment's claim only. Each node keeps its own copy; Retain, because the cache is meant to outlive pods (and
+    a local volume has nothing that could delete it)."""
+    return {"capacity": {"storage": ctx.t.cache_size}, "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
+            "claimRef": {"namespace": ctx.ns, "name": pvc_name(ctx)},
+            "local": {"path": ctx.t.node_cache_path},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": node_terms(ctx)}]}}}
+
+
+def node_terms(ctx: Ctx) -> list[dict[str, Any]]:
+    """The nodes the engine may run on, as a volume's node affinity: its node selector, else any Linux node."""
+    labels = dict(ctx.t.node_selector)
+    if ctx.t.gpu_product:
+        labels["nvidia.com/gpu.product"] = ctx.t.gpu_product
+    labels = labels or {"kubernetes.io/os": "linux"}
+    return [{"key": k, "operator": "In", "values": [v]} for k, v in sorted(labels.items())]
+
+
 def pvc_spec(ctx: Ctx) -> dict[str, Any]:
-    """The cache PVC: ReadWriteMany when several replicas share it, else ReadWriteOnce."""
+    """The cache PVC: ReadWriteMany when several replicas share it, else ReadWriteOnce; with node-cache, the claim
+    on this deployment's local volume (each pod mounts its own node's folder)."""
+    if node_cached(ctx):
+        return {"accessModes": ["ReadWriteOnce"], "storageClassName": "", "volumeName": pv_name(ctx),
+                "resources": {"requests": {"storage": ctx.t.cache_size}}}
     shared = ctx.t.replicas > 1 or ctx.t.autoscaling is not None
     spec: dict[str, Any] = {"accessModes": ["ReadWriteMany" if shared else "ReadWriteOnce"],
                             "resources": {"requests": {"storage": ctx.t.cache_size}}}

@@ -12,9 +12,10 @@ from urllib.parse import urlparse
 
 
 class CountingProxy:
-    """Forwards 127.0.0.1:PORT to the target; `up` counts client->server bytes, `down` server->client."""
+    """Forwards HOST:PORT (127.0.0.1 unless said) to the target; `up` counts client->server bytes, `down`
+    server->client."""
 
-    def __init__(self, target_url: str):
+    def __init__(self, target_url: str, host: str = "127.0.0.1"):
         u = urlparse(target_url)
         self.target = (u.hostname, u.port)
         self.up = self.down = 0
@@ -23,14 +24,15 @@ class CountingProxy:
         self.tripped = threading.Event()
         self._lock = threading.Lock()
         self._socks: set[socket.socket] = set()
-        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.host = host
+        self._listener = socket.create_server((host, 0))
         self.port = self._listener.getsockname()[1]
         self._closed = False
 
     @property
     def endpoint(self) -> str:
         """The URL clients use instead of the target's."""
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def start(self) -> CountingProxy:
         """Accept connections on a background thread."""

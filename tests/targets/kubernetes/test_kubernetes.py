@@ -28,6 +28,8 @@ KINDS = {
                               "NetworkPolicy", "ScaledObject", "ServiceMonitor"},
     "trtllm-build-tp2": {"Namespace", "Secret", "ConfigMap", "Job", "Deployment", "Service", "PodDisruptionBudget",
                          "ScaledObject", "ServiceMonitor"},
+    "node-cache-draft": {"Namespace", "Secret", "ConfigMap", "PersistentVolume", "PersistentVolumeClaim",
+                         "Deployment", "Service", "ScaledObject", "ServiceMonitor"},
     "existing-namespace-no-ingress-tls": {"Secret", "ConfigMap", "Deployment", "Service", "Ingress", "ScaledObject",
                                           "ServiceMonitor"},
 }
@@ -119,6 +121,30 @@ def test_draft_weights_are_fetched_and_verified_too(rendered):
     env = {e["name"]: e.get("value") for e in init[2]["env"]}
     assert f"s3://{env['BUCKET']}/{env['PREFIX']}" == source and env["WEIGHTS_DIR"] == path
     assert {e["name"]: e.get("value") for e in init[3]["env"]}["WEIGHTS_DIR"] == path
+
+
+def test_node_cache_is_a_local_volume_on_the_engines_nodes_read_only_to_the_engine(rendered):
+    """Each node keeps its copy in node_cache_path; the pods' model folders are links into it."""
+    (pv,) = by_kind(rendered["node-cache-draft"], "PersistentVolume")
+    (pvc,) = by_kind(rendered["node-cache-draft"], "PersistentVolumeClaim")
+    assert pv["spec"]["local"] == {"path": "/var/lib/inferry/weights"} and "namespace" not in pv["metadata"]
+    assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
+    terms = pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [  # the engine's node selector and GPU product: where its pods may run
+        {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["NVIDIA-H100-80GB-HBM3"]},
+        {"key": "pool", "operator": "In", "values": ["h100"]}]}]
+    assert pvc["spec"]["volumeName"] == pv["metadata"]["name"]
+    assert pv["spec"]["claimRef"] == {"namespace": pvc["metadata"]["namespace"], "name": pvc["metadata"]["name"]}
+    pod = by_kind(rendered["node-cache-draft"], "Deployment")[0]["spec"]["template"]["spec"]
+    assert {"name": "node-cache", "persistentVolumeClaim": {"claimName": pvc["metadata"]["name"]}} in pod["volumes"]
+    engine = pod["containers"][0]
+    assert {"name": "node-cache", "mountPath": "/var/cache/inferry-weights", "readOnly": True} in engine["volumeMounts"]
+    init = pod["initContainers"]
+    assert [c["name"] for c in init] == ["fetch-weights", "verify-weights", "fetch-extra-0", "verify-extra-0"]
+    for c in init:
+        env = {e["name"]: e.get("value") for e in c["env"]}
+        assert env["CACHE_DIR"] == "/var/cache/inferry-weights" and env["CACHE_BYTES"] == str(500 << 30)
+        assert {"name": "node-cache", "mountPath": "/var/cache/inferry-weights", "readOnly": False} in c["volumeMounts"]
 
 
 def test_streaming_fetches_nothing_and_fixed_replicas(rendered):

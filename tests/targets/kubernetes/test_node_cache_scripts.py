@@ -1,0 +1,137 @@
+"""The node cache's init-container scripts run for real (weights_delivery: node-cache): the aws CLI against a real
+S3 server behind a byte-counting proxy, then the check, as the fetch and verify containers of successive pods on
+one node run them. What crossed the wire is counted by the proxy, not by the scripts."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from infra.stack.resources import bundled
+from infra.targets.kubernetes.weights import FETCH_SCRIPT, VERIFY_SCRIPT
+from tests.support.pods import push
+from tests.support.servers.proxy import CountingProxy
+from tests.support.storage_util import make_model
+
+TEMPLATES = bundled("templates") / "kubernetes"
+MiB = 1 << 20
+BUCKET = "inferry-weights"  # the bucket tests.support.pods.push writes
+
+
+@pytest.fixture
+def store(s3_server_factory, tmp_path, monkeypatch):
+    """A real S3 server holding two models pushed by `inferry weights push` (a and b, 3 MiB of shards each),
+    reached through a counting proxy."""
+    server = s3_server_factory()
+    server.bucket(BUCKET)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", server.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", server.secret_key)
+    for name, seed in (("a", 1), ("b", 2)):
+        make_model(tmp_path / "src" / name, shards=(2 * MiB, 1 * MiB), seed=seed)
+        push(server, tmp_path / "src" / name, name)
+    with CountingProxy(server.endpoint) as proxy:
+        yield server, proxy
+
+
+class Node:
+    """One node's cache folder, and pods that start on it (each a fresh links folder and a name of its own)."""
+
+    def __init__(self, root: Path, server, proxy, cache_bytes: int = 64 * MiB):
+        self.root, self.server, self.proxy, self.cache_bytes = root, server, proxy, cache_bytes
+        self.cache = root / "cache"
+        self.cache.mkdir(parents=True, exist_ok=True)
+        self.pods = 0
+
+    def env(self, prefix: str, models: Path) -> dict[str, str]:
+        s = self.server
+        return {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(self.root / "home"),
+                "BUCKET": BUCKET, "PREFIX": prefix, "WEIGHTS_DIR": str(models / "m"),
+                "AWS_ENDPOINT_URL": self.proxy.endpoint, "AWS_DEFAULT_REGION": s.region,
+                "AWS_ACCESS_KEY_ID": s.access_key, "AWS_SECRET_ACCESS_KEY": s.secret_key,
+                "ADDRESSING_STYLE": "path", "MANIFEST": "inferry-manifest.json",
+                "CACHE_DIR": str(self.cache), "CACHE_BYTES": str(self.cache_bytes)}
+
+    def start_pod(self, prefix: str = "a") -> tuple[Path, str]:
+        """Fetch then verify, as a new pod's init containers; returns (its model folder, both outputs)."""
+        self.pods += 1
+        models = self.root / f"pod-{self.pods}"
+        models.mkdir()
+        (self.root / "home").mkdir(exist_ok=True)
+        out = ""
+        for cmd in (["sh", str(TEMPLATES / FETCH_SCRIPT)], [sys.executable, str(TEMPLATES / VERIFY_SCRIPT)]):
+            r = subprocess.run(cmd, env=self.env(prefix, models), capture_output=True, text=True, timeout=120,
+                               check=False)
+            out += r.stdout + r.stderr
+            assert r.returncode == 0, out
+        return models / "m", out
+
+
+def _same_files(folder: Path, source: Path) -> bool:
+    want = {p.relative_to(source): p.read_bytes() for p in source.rglob("*") if p.is_file()}
+    return all((folder / rel).read_bytes() == data for rel, data in want.items())
+
+
+def test_a_second_pod_on_the_node_fetches_nothing_and_reads_the_same_files(store, tmp_path):
+    server, proxy = store
+    node = Node(tmp_path / "node", server, proxy)
+    first, out = node.start_pod()
+    assert "fetched" in out and proxy.down > 3 * MiB
+    assert first.is_symlink() and _same_files(first, tmp_path / "src" / "a")
+    proxy.reset()
+    second, out = node.start_pod()
+    assert "nothing to fetch" in out and "unchanged since it was verified" in out
+    assert proxy.down < 64 * 1024  # the manifest only
+    assert second.resolve() == first.resolve() and _same_files(second, tmp_path / "src" / "a")
+    assert not list((node.cache / ".incoming").iterdir())  # nothing staged is left behind
+
+
+def test_a_copy_changed_on_the_node_is_fetched_again_not_used(store, tmp_path):
+    server, proxy = store
+    node = Node(tmp_path / "node", server, proxy)
+    folder, _ = node.start_pod()
+    shard = next(p for p in folder.resolve().rglob("*.safetensors"))
+    time.sleep(1.1)  # the record holds times to the second
+    data = bytearray(shard.read_bytes())
+    data[100] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    proxy.reset()
+    again, out = node.start_pod()
+    assert "fetched" in out and proxy.down > 2 * MiB
+    assert _same_files(again, tmp_path / "src" / "a")
+
+
+def test_the_cache_keeps_under_its_bound_dropping_the_least_recently_used(store, tmp_path):
+    server, proxy = store
+    node = Node(tmp_path / "node", server, proxy, cache_bytes=5 * MiB)  # room for one model of 3 MiB, not two
+    a, _ = node.start_pod("a")
+    kept_a = a.resolve()
+    b, out = node.start_pod("b")
+    assert "removing" in out and not kept_a.exists()
+    assert _same_files(b, tmp_path / "src" / "b")
+    total = sum(p.stat().st_size for p in node.cache.rglob("*") if p.is_file())
+    assert total <= 5 * MiB
+
+
+def test_a_manifest_with_a_path_out_of_the_folder_keeps_nothing(store, tmp_path):
+    server, proxy = store
+    manifest = server.root / BUCKET / "a" / "inferry-manifest.json"
+    doc = json.loads(manifest.read_text())
+    doc["files"][0]["path"] = "../../escape"
+    manifest.write_text(json.dumps(doc))
+    node = Node(tmp_path / "node", server, proxy)
+    models = node.root / "pod"
+    models.mkdir()
+    (node.root / "home").mkdir()
+    env = node.env("a", models)
+    assert subprocess.run(["sh", str(TEMPLATES / FETCH_SCRIPT)], env=env, capture_output=True, check=False,
+                          timeout=120).returncode == 0
+    r = subprocess.run([sys.executable, str(TEMPLATES / VERIFY_SCRIPT)], env=env, capture_output=True, text=True,
+                       check=False, timeout=120)
+    assert r.returncode == 1 and "'../../escape': refused: the path leaves the model folder" in r.stderr
+    assert not [p for p in node.cache.iterdir() if p.name != ".incoming"]  # nothing kept for the next pod
+    assert not (node.root / "escape").exists() and not os.path.lexists(node.root / "node" / "escape")
