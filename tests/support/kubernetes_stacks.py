@@ -37,6 +37,8 @@ CASES: dict[str, dict[str, Any]] = {
                          "target": {"autoscaling": {"engine": "keda", "min_replicas": 1, "max_replicas": 2,
                                                     "metric": "trtllm_num_requests_waiting"},
                                     "pdb_min_available": 1}},
+    "trtllm-gateway": {"engine": {"kind": "tensorrt-llm", "max_model_len": 32768},
+                       "target": {"gateway": {"replicas": 2}, "autoscaling": None, "service_monitor": False}},
     "node-cache-draft": {"engine": {"speculative": DRAFT},
                          "target": {"weights_delivery": "node-cache", "cache_size": "500Gi",
                                     "node_selector": {"pool": "h100"}}},

@@ -111,19 +111,6 @@ def check_kubernetes(d: Deployment) -> list[Problem]:
                                 "prefix in storage.bucket, e.g. llama-3.1-8b-instruct", repr(d.model.weights)))
     if len(app_name(d)) > 52:
         problems.append(Problem("model.name", "too long for Kubernetes object names", repr(d.model.name)))
-    return problems + _gateway(d, t)
-
-
-def _gateway(d: Deployment, t: TargetSection) -> list[Problem]:
-    """What the cluster's gateway cannot front yet: an engine behind its own auth proxy."""
-    from infra.engines.registry import engine_for
-
-    if t.gateway is None:
-        return []
-    problems = []
-    if engine_for(d.engine.kind).needs_auth_proxy:
-        problems.append(Problem("target.gateway", f"{d.engine.kind} on Kubernetes keeps its own auth proxy, which "
-                                "wants the key the gateway removes", hint="drop target.gateway for this engine"))
     return problems
 
 

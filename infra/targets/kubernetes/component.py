@@ -59,7 +59,7 @@ def _generation(meta: Any) -> Any:
 def needed_secrets(ctx: Ctx, have: dict[str, Any]) -> dict[str, Any]:
     """The secret values the pods reference (S3 keys when they fetch, and every secret env of the spec)."""
     fields = [e.secret_field for e in ctx.spec.secret_env() if e.secret_field]
-    if ctx.spec.needs_auth_proxy:
+    if ctx.spec.needs_auth_proxy and ctx.t.gateway is None:  # behind the gateway its proxy checks no key
         fields.append(SecretField.API_KEY)
     if ctx.wants_weights_volume:
         fields += list(ctx.d.storage.serving_key_fields)  # the read-only pair when the stack names one

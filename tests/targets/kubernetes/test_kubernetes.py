@@ -28,6 +28,7 @@ KINDS = {
                               "NetworkPolicy", "ScaledObject", "ServiceMonitor"},
     "trtllm-build-tp2": {"Namespace", "Secret", "ConfigMap", "Job", "Deployment", "Service", "PodDisruptionBudget",
                          "ScaledObject", "ServiceMonitor"},
+    "trtllm-gateway": {"Namespace", "Secret", "ConfigMap", "Deployment", "Service", "NetworkPolicy"},
     "node-cache-draft": {"Namespace", "Secret", "ConfigMap", "PersistentVolume", "PersistentVolumeClaim",
                          "Deployment", "Service", "ScaledObject", "ServiceMonitor"},
     "existing-namespace-no-ingress-tls": {"Secret", "ConfigMap", "Deployment", "Service", "Ingress", "ScaledObject",
@@ -145,6 +146,21 @@ def test_node_cache_is_a_local_volume_on_the_engines_nodes_read_only_to_the_engi
         env = {e["name"]: e.get("value") for e in c["env"]}
         assert env["CACHE_DIR"] == "/var/cache/inferry-weights" and env["CACHE_BYTES"] == str(500 << 30)
         assert {"name": "node-cache", "mountPath": "/var/cache/inferry-weights", "readOnly": False} in c["volumeMounts"]
+
+
+def test_tensorrt_llm_behind_the_gateway_keeps_its_proxy_without_any_key(rendered):
+    """The gateway checks keys; the pod's nginx only puts the engine (on 127.0.0.1) on the pod's address."""
+    objs = rendered["trtllm-gateway"]
+    pod = [d for d in by_kind(objs, "Deployment") if d["metadata"]["name"].endswith("-gateway") is False][0]
+    proxy = next(c for c in pod["spec"]["template"]["spec"]["containers"] if c["name"] == "auth-proxy")
+    assert not any("API_KEY" in e["name"] for e in proxy["env"])
+    (mount,) = proxy["volumeMounts"]
+    assert mount["subPath"] == "engine-proxy.conf.template"
+    config = next(c for c in by_kind(objs, "ConfigMap") if "engine-proxy.conf.template" in c["data"])
+    assert "auth-proxy.conf.template" not in config["data"]
+    assert "Authorization" not in config["data"]["engine-proxy.conf.template"]
+    engine_secret = next(s for s in by_kind(objs, "Secret") if s["metadata"]["name"].endswith("-secrets"))
+    assert "serving.api_key" not in engine_secret["stringData"]  # only the gateway's Secret holds keys
 
 
 def test_streaming_fetches_nothing_and_fixed_replicas(rendered):

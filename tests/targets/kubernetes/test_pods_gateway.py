@@ -186,3 +186,35 @@ def test_a_key_rotates_with_no_failed_request_and_no_engine_restart(gw, node, cl
     assert after["metadata"]["name"] == engine["metadata"]["name"]  # the engine was not restarted
     assert after["status"]["containerStatuses"][0]["restartCount"] == engine["status"]["containerStatuses"][0][
         "restartCount"]
+
+
+def test_tensorrt_llm_serves_behind_the_gateway_and_its_pod_holds_no_key(node, cluster, store, tmp_path, installed):
+    """trtllm-serve cannot check a key: behind the gateway its pod's nginx checks none (the gateway did) and the
+    pod holds no key anywhere, yet a chat with the key is answered through the gateway and one without is not."""
+    ns = "pods-gw-trt"
+    d = on_the_node(cluster, store, ns)
+    d["engine"] = {"kind": "tensorrt-llm", "max_model_len": 32768}
+    d["target"]["gateway"] = {"replicas": 1, **{k: d["target"][k] for k in ("node_selector", "tolerations")}}
+    project = Project(tmp_path / "project", installed[1])
+    project.write_stack("trt", d, SECRETS)
+    try:
+        r = project.inferry("up", "trt", timeout=600, check=False)
+        assert r.returncode == 0, r.stdout + r.stderr
+        ip = cluster.get("service", f"{NAME}-gateway", ns)["spec"]["clusterIP"]
+        chat = json.dumps({"model": MODEL, "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]})
+        ok = node.http(f"http://{ip}/v1/chat/completions", "-H", f"Authorization: Bearer {API_KEY}", "-H",
+                       "Content-Type: application/json", "-d", chat, want="200", timeout=60)
+        assert ok.stdout.endswith("\n200") and json.loads(ok.stdout.rpartition("\n")[0])["choices"], ok.stdout
+        refused = node.http(f"http://{ip}/v1/chat/completions", "-H", "Content-Type: application/json", "-d", chat,
+                            want="401", timeout=30)
+        assert refused.stdout.endswith("\n401")
+        pod = pod_of(cluster, ns)
+        for c in pod["spec"]["containers"]:  # what each container of the engine pod runs with, from the kernel
+            environ = cluster.kubectl("exec", "-n", ns, pod["metadata"]["name"], "-c", c["name"], "--", "cat",
+                                      "/proc/1/environ").stdout
+            assert API_KEY not in environ, c["name"]
+        conf = cluster.kubectl("exec", "-n", ns, pod["metadata"]["name"], "-c", "auth-proxy", "--", "cat",
+                               "/etc/nginx/conf.d/default.conf").stdout
+        assert "listen 8000;" in conf and API_KEY not in conf and "Authorization" not in conf, conf
+    finally:
+        project.pulumi("destroy", "--yes", "--stack", "trt", check=False, timeout=600)
