@@ -21,8 +21,10 @@ make_room() {  # $1: bytes about to arrive, $2: the model they are
   used=$(du -sk "${CACHE_DIR}" | cut -f1)
   for marker in $(ls -tr "${CACHE_DIR}"/*/.verified 2>/dev/null); do  # least recently used first
     [ $((used * 1024 + $1)) -le "${CACHE_BYTES}" ] && return 0
-    old=$(dirname "${marker}")
-    [ "${old}" = "${CACHE_DIR}/$2" ] && continue
+    old=$(dirname "${marker}") name=$(basename "$(dirname "${marker}")")
+    # Only a kept model of this cache: a folder named by 64 hex digits, right under CACHE_DIR.
+    case "${name}" in *[!0-9a-f]*) continue ;; esac
+    [ "${#name}" -eq 64 ] && [ "$(dirname "${old}")" = "${CACHE_DIR}" ] && [ "${name}" != "$2" ] || continue
     echo "weights: the node cache would pass ${CACHE_BYTES} bytes: removing $(basename "${old}"), used least recently"
     rm -rf "${old}"
     used=$(du -sk "${CACHE_DIR}" | cut -f1)

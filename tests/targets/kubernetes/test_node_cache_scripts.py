@@ -65,7 +65,7 @@ class Node:
         out = ""
         for cmd in (["sh", str(TEMPLATES / FETCH_SCRIPT)], [sys.executable, str(TEMPLATES / VERIFY_SCRIPT)]):
             r = subprocess.run(cmd, env=self.env(prefix, models), capture_output=True, text=True, timeout=120,
-                               check=False)
+                               check=False, cwd=self.root)
             out += r.stdout + r.stderr
             assert r.returncode == 0, out
         return models / "m", out
@@ -110,9 +110,15 @@ def test_the_cache_keeps_under_its_bound_dropping_the_least_recently_used(store,
     node = Node(tmp_path / "node", server, proxy, cache_bytes=5 * MiB)  # room for one model of 3 MiB, not two
     a, _ = node.start_pod("a")
     kept_a = a.resolve()
+    for odd in ("a b", "b", "notes"):  # not a kept model's name: never removed, nor what a split name would be
+        (node.cache / odd).mkdir()
+        (node.cache / odd / ".verified").write_text("x")
+        os.utime(node.cache / odd / ".verified", (time.time() - 3600,) * 2)  # used least recently: seen first
+    (node.root / "b").mkdir()
     b, out = node.start_pod("b")
     assert "removing" in out and not kept_a.exists()
     assert _same_files(b, tmp_path / "src" / "b")
+    assert all((node.cache / odd / ".verified").exists() for odd in ("a b", "b", "notes")) and (node.root / "b").is_dir()
     total = sum(p.stat().st_size for p in node.cache.rglob("*") if p.is_file())
     assert total <= 5 * MiB
 
