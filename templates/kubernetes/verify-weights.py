@@ -88,11 +88,12 @@ def cached(cache, link):
     kept = os.readlink(link)
     digest = os.path.basename(kept)
     marker = os.path.join(kept, ".verified")
+    stage = os.path.join(cache, ".incoming", f"{digest}.{os.uname().nodename}")
     if os.path.isfile(marker):
         os.utime(marker)  # most recently used: the fetch's eviction keeps it longest
+        shutil.rmtree(stage, ignore_errors=True)  # fetched while another pod on this node kept the same copy
         print(f"weights: the node's copy of manifest {digest} is unchanged since it was verified")
         return
-    stage = os.path.join(cache, ".incoming", f"{digest}.{os.uname().nodename}")
     digest, entries = verify(stage, digest)
     paths = [e["path"] for e in entries]
     with open(os.path.join(stage, ".files"), "w") as fh:

@@ -141,3 +141,39 @@ def test_a_manifest_with_a_path_out_of_the_folder_keeps_nothing(store, tmp_path)
     assert r.returncode == 1 and "'../../escape': refused: the path leaves the model folder" in r.stderr
     assert not [p for p in node.cache.iterdir() if p.name != ".incoming"]  # nothing kept for the next pod
     assert not (node.root / "escape").exists() and not os.path.lexists(node.root / "node" / "escape")
+
+
+def test_two_pods_fetching_the_same_model_at_once_keep_one_copy_and_leave_nothing_staged(store, tmp_path):
+    """Both fetch before either is verified (two replicas starting on one node); the second verify finds the first's
+    copy in place, uses it and removes its own staging folder."""
+    server, proxy = store
+    node = Node(tmp_path / "node", server, proxy)
+    pods = []
+    for name in ("pod-x", "pod-y"):
+        models = node.root / name
+        models.mkdir()
+        (node.root / "home").mkdir(exist_ok=True)
+        env = {**node.env("a", models), "POD": name,
+               "PATH": f"{_hostname_stub(tmp_path, name)}:{node.env('a', models)['PATH']}"}
+        r = subprocess.run(["sh", str(TEMPLATES / FETCH_SCRIPT)], env=env, capture_output=True, text=True,
+                           timeout=120, check=False, cwd=node.root)
+        assert r.returncode == 0 and "fetched" in r.stdout, r.stderr
+        pods.append((models, env))
+    for models, env in pods:
+        code = f"import os; os.uname = lambda: type('u', (), {{'nodename': {env['POD']!r}}})(); " \
+               f"exec(open({str(TEMPLATES / VERIFY_SCRIPT)!r}).read())"
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+                           check=False)
+        assert r.returncode == 0, r.stderr
+    assert pods[0][0].joinpath("m").resolve() == pods[1][0].joinpath("m").resolve()
+    assert not list((node.cache / ".incoming").iterdir())
+    assert len([p for p in node.cache.iterdir() if p.name != ".incoming"]) == 1
+
+
+def _hostname_stub(tmp_path: Path, name: str) -> Path:
+    """A folder whose `uname -n` prints `name`: each pod has its own hostname."""
+    folder = tmp_path / f"uname-{name}"
+    folder.mkdir()
+    (folder / "uname").write_text(f"#!/bin/sh\necho {name}\n")
+    (folder / "uname").chmod(0o755)
+    return folder
