@@ -111,6 +111,12 @@ def check_kubernetes(d: Deployment) -> list[Problem]:
                                 "prefix in storage.bucket, e.g. llama-3.1-8b-instruct", repr(d.model.weights)))
     if len(app_name(d)) > 52:
         problems.append(Problem("model.name", "too long for Kubernetes object names", repr(d.model.name)))
+    if t.ingress is not None and t.gateway is None:
+        problems.append(Problem("target.ingress", "routes the internet to the engine itself: every path it serves "
+                                "is public (/metrics, /docs, its admin and weight routes), and the engine checks the "
+                                "key alone", f"host {t.ingress.host} with no target.gateway", severity="warning",
+                                hint="add `gateway: {}` under target: the Ingress then reaches Caddy pods that check "
+                                     "keys and refuse every other path"))
     return problems
 
 

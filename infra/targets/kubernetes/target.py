@@ -21,6 +21,7 @@ context: my-cluster                    # kubeconfig context; never the ambient d
 namespace: inferry
 replicas: 1
 weights_delivery: init-container       # init-container | pvc | node-cache | stream (vLLM runai_streamer)
+gateway: {}                            # Caddy pods in front of the engines: keys and the allowlist at the edge
 """
 
 

@@ -64,6 +64,18 @@ def test_the_printed_fix_for_scale_to_zero_without_a_gateway_validates(cli, tmp_
     assert result.exit_code == 0 and hint not in result.output, result.output
 
 
+def test_an_ingress_without_the_gateway_is_warned_and_the_printed_fix_clears_it(cli, tmp_path):
+    result = cli("validate", _stack(tmp_path, {"ingress": {"host": "llm.example.eu", "tls_secret": "llm-tls"}}))
+    assert result.exit_code == 0, result.output
+    line = next((ln for ln in result.output.splitlines() if "target.ingress" in ln), None)
+    assert line is not None and "every path it serves is public" in line, result.output
+    assert "add `gateway: {}` under target" in result.output
+    fixed = yaml.safe_load("{}")  # the text the hint quotes, as YAML
+    result = cli("validate", _stack(tmp_path, {"ingress": {"host": "llm.example.eu", "tls_secret": "llm-tls"},
+                                               "gateway": fixed}))
+    assert result.exit_code == 0 and "target.ingress" not in result.output, result.output
+
+
 def test_validate_accepts_the_bundled_kubernetes_stack(cli):
     result = cli("validate", str(K8S_STACK))
     assert result.exit_code == 0, result.output
