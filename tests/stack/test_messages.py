@@ -43,7 +43,7 @@ def test_a_value_outside_a_fixed_set_gets_a_did_you_mean(tmp_path, old, new, exp
     ("engine: keda", "engine: kdea",
      "target.autoscaling.engine: expected one of 'keda', 'hpa' (found 'kdea'); did you mean 'keda'?"),
     ("weights_delivery: init-container", "weights_delivery: initcontainer", "target.weights_delivery: expected "
-     "one of 'init-container', 'pvc', 'stream' (found 'initcontainer'); did you mean 'init-container'?"),
+     "one of 'init-container', 'pvc', 'node-cache', 'stream' (found 'initcontainer'); did you mean 'init-container'?"),
     ("residency: eu", "residency: EU", "policy.residency: expected one of 'eu' (found 'EU'); did you mean 'eu'?"),
 ])
 def test_choices_nested_in_lists_and_sections(tmp_path, old, new, expected):
