@@ -77,8 +77,6 @@ def extra_changes(d: Deployment) -> dict:
 
 def prompt_logging_problems(d: Deployment) -> list[Problem]:
     """extra_args that turn on one of the engine's prompt or output logs, unless serving.log_prompts allows it."""
-    from infra.engines import options
-
     engine = engine_for(d.engine.kind)
     if d.serving.log_prompts or not engine.prompt_logging:
         return []

@@ -46,6 +46,26 @@ def problems(root, entries):
     return bad
 
 
+def prune(root, paths):
+    """Remove what the store held beside the manifest's files: only the manifest's files are kept or read."""
+    keep = set(paths) | {MANIFEST}
+    folders = set()  # every folder on the way to a kept file
+    for rel in keep:
+        while rel := os.path.dirname(rel):
+            folders.add(rel)
+    for here, dirs, files in os.walk(root, topdown=False):
+        for name in files + dirs:
+            path = os.path.join(here, name)
+            rel = os.path.relpath(path, root)
+            if rel in keep or (name in dirs and rel in folders and not os.path.islink(path)):
+                continue
+            print(f"weights: removing {ascii(rel)}: in the store but not in {MANIFEST}")
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+
+
 def stat_record(root, paths):
     """sha256 of one 'size mtime inode' line per file: what fetch-weights.sh computes with stat -c '%s %Y %i'."""
     lines = []
@@ -78,6 +98,7 @@ def plain(root):
         print(f"weights: verified earlier against manifest {digest}")
         return
     digest, entries = verify(root)
+    prune(root, [e["path"] for e in entries] + [".manifest.new"])
     with open(marker, "w") as fh:
         fh.write(digest)
     print(f"weights: {len(entries)} files match manifest {digest}")
@@ -96,6 +117,7 @@ def cached(cache, link):
         return
     digest, entries = verify(stage, digest)
     paths = [e["path"] for e in entries]
+    prune(stage, paths)
     with open(os.path.join(stage, ".files"), "w") as fh:
         fh.writelines(p + "\n" for p in paths)
     with open(os.path.join(stage, ".verified"), "w") as fh:

@@ -10,8 +10,9 @@ from infra.engines.spec import ServiceSpec
 from infra.stack.stackfile import Stack
 from infra.targets.kubernetes import offline
 
-ORDER = ["Namespace", "Secret", "ConfigMap", "PersistentVolume", "PersistentVolumeClaim", "Job", "Deployment", "Service", "Ingress",
-         "NetworkPolicy", "PodDisruptionBudget", "HorizontalPodAutoscaler", "ScaledObject", "ServiceMonitor"]
+ORDER = ["Namespace", "Secret", "ConfigMap", "PersistentVolume", "PersistentVolumeClaim", "Job", "Deployment",
+         "Service", "Ingress", "NetworkPolicy", "PodDisruptionBudget", "HorizontalPodAutoscaler", "ScaledObject",
+         "ServiceMonitor"]
 TOP = ["apiVersion", "kind", "metadata", "type", "spec", "data", "stringData"]
 
 

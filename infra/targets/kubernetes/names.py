@@ -9,6 +9,7 @@ from infra.stack.config import Deployment
 PART_OF = "inferry"
 # Label-key prefix for inferry's own labels (kubernetes.io recommended labels for the rest).
 INSTANCE = "app.kubernetes.io/instance"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"  # a node's GPU model, set by NVIDIA GPU feature discovery
 DNS1035_MAX = 63
 
 

@@ -9,10 +9,9 @@ from infra.errors import InferryError
 from infra.targets.kubernetes import proxy, weights
 from infra.targets.kubernetes.context import DRAIN, Ctx
 from infra.targets.kubernetes.expansion import literal_containers
-from infra.targets.kubernetes.names import memory_quantity, short_hash
+from infra.targets.kubernetes.names import GPU_PRODUCT_LABEL, memory_quantity, short_hash
 
 GPU_RESOURCE = "nvidia.com/gpu"
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"  # set by NVIDIA GPU feature discovery
 # The startup probe's period: a pod is Ready at most this long after its engine answers. 10 s left a scale-up on a
 # warm node idle 7-8 s of its 11 s on the real node (bench/coldstart.py); /health costs the engine next to nothing.
 STARTUP_PERIOD_S = 2

@@ -7,9 +7,9 @@ from typing import Any
 from infra.errors import InferryError
 from infra.stack.config import Deployment
 from infra.targets.contract import Door, ReplicaFacts, Source
+from infra.targets.kubernetes.names import GPU_PRODUCT_LABEL
 
 REGION, ZONE = "topology.kubernetes.io/region", "topology.kubernetes.io/zone"
-GPU_PRODUCT = "nvidia.com/gpu.product"
 SERVICE = "the Service reaches each pod's auth proxy or engine on the pod network"
 GATEWAY = "the gateway's Caddy pods check the key and reach the engine's Service on the pod network"
 
@@ -30,8 +30,8 @@ def door(d: Deployment) -> Door:
     if t.ingress.tls_secret:
         return Door(f"https://{t.ingress.host}", f"at the Ingress, from Secret {t.ingress.tls_secret}", keys, (443,),
                     to)
-    return Door(f"http://{t.ingress.host}", "off: plain HTTP at the Ingress (no target.ingress.tls_secret)", keys, (80,),
-                to)
+    return Door(f"http://{t.ingress.host}", "off: plain HTTP at the Ingress (no target.ingress.tls_secret)", keys,
+                (80,), to)
 
 
 def run_time_sources(d: Deployment) -> list[Source]:
@@ -57,11 +57,11 @@ def _pod_facts(pod: Any, node: Any, switches: list[str]) -> ReplicaFacts:
     argv = [*(engine.command or []), *(engine.args or [])]
     flags = tuple(dict.fromkeys(a.split("=", 1)[0] for a in argv if a.startswith("-") and a.lstrip("-")[:1].isalpha()))
     gpus = int((node.status.allocatable or {}).get("nvidia.com/gpu", 0)) if node is not None else 0
-    place = {"node": pod.spec.node_name or "(not scheduled)", **({"region": labels[REGION]} if REGION in labels else {}),
-             **({"zone": labels[ZONE]} if ZONE in labels else {})}
+    place = {"node": pod.spec.node_name or "(not scheduled)",
+             **{name: labels[key] for name, key in (("region", REGION), ("zone", ZONE)) if key in labels}}
     data = tuple(f"volume {v.name}" for v in pod.spec.volumes or [] if v.persistent_volume_claim or v.empty_dir)
-    return ReplicaFacts(f"pod {pod.metadata.name}", place, gpus=(labels.get(GPU_PRODUCT, "nvidia.com/gpu"),) * gpus,
-                        env=env, flags=flags, data=data,
+    gpu = labels.get(GPU_PRODUCT_LABEL, "nvidia.com/gpu")
+    return ReplicaFacts(f"pod {pod.metadata.name}", place, gpus=(gpu,) * gpus, env=env, flags=flags, data=data,
                         error=None if pod.status.phase == "Running" else f"pod is {pod.status.phase}")
 
 

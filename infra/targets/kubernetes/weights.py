@@ -9,7 +9,7 @@ from infra.engines.spec import MODELS_DIR
 from infra.stack.resources import bundled
 from infra.storage.manifest import MANIFEST_NAME
 from infra.targets.kubernetes.context import SCRIPTS_DIR, Ctx
-from infra.targets.kubernetes.names import quantity_bytes
+from infra.targets.kubernetes.names import GPU_PRODUCT_LABEL, quantity_bytes
 
 TEMPLATES = bundled("templates") / "kubernetes"
 FETCH_SCRIPT = "fetch-weights.sh"
@@ -173,7 +173,7 @@ def node_terms(ctx: Ctx) -> list[dict[str, Any]]:
     """The nodes the engine may run on, as a volume's node affinity: its node selector, else any Linux node."""
     labels = dict(ctx.t.node_selector)
     if ctx.t.gpu_product:
-        labels["nvidia.com/gpu.product"] = ctx.t.gpu_product
+        labels[GPU_PRODUCT_LABEL] = ctx.t.gpu_product
     labels = labels or {"kubernetes.io/os": "linux"}
     return [{"key": k, "operator": "In", "values": [v]} for k, v in sorted(labels.items())]
 

@@ -143,6 +143,23 @@ def test_a_manifest_with_a_path_out_of_the_folder_keeps_nothing(store, tmp_path)
     assert not (node.root / "escape").exists() and not os.path.lexists(node.root / "node" / "escape")
 
 
+def test_files_in_the_store_beside_the_manifest_are_not_kept_or_read(store, tmp_path):
+    """Whoever can write the bucket plants files the manifest does not list: the node keeps the manifest's files only
+    (its record covers nothing else), so no later pod on the node reads them."""
+    server, proxy = store
+    s3 = server.boto3_client()
+    s3.put_object(Bucket=BUCKET, Key="a/modeling_evil.py", Body=b"import os\n")
+    s3.put_object(Bucket=BUCKET, Key="a/extra/tokenizer.json", Body=b"{}")
+    node = Node(tmp_path / "node", server, proxy)
+    folder, out = node.start_pod()
+    kept = folder.resolve()
+    assert "removing 'modeling_evil.py': in the store but not in inferry-manifest.json" in out
+    listed = {e["path"] for e in json.loads((kept / "inferry-manifest.json").read_text())["files"]}
+    on_disk = {str(p.relative_to(kept)) for p in kept.rglob("*") if p.is_file() and not p.name.startswith(".")}
+    assert on_disk == listed | {"inferry-manifest.json"}
+    assert not (kept / "extra").exists() and _same_files(folder, tmp_path / "src" / "a")
+
+
 def test_two_pods_fetching_the_same_model_at_once_keep_one_copy_and_leave_nothing_staged(store, tmp_path):
     """Both fetch before either is verified (two replicas starting on one node); the second verify finds the first's
     copy in place, uses it and removes its own staging folder."""
