@@ -17,7 +17,6 @@ KWOK_VERSION="${INFERRY_KWOK_VERSION:-v0.8.0}"
 COREDNS_VERSION="${INFERRY_COREDNS_VERSION:-v1.15.0}"
 KEDA_VERSION="${INFERRY_KEDA_VERSION:-v2.21.0}"
 PROMETHEUS_VERSION="${INFERRY_PROMETHEUS_VERSION:-v0.316.0}"  # the Go module's version of Prometheus 3.16.0
-CADDY_VERSION="${INFERRY_CADDY_VERSION:-v2.11.9}"
 KUBE_ROUTER_VERSION="${INFERRY_KUBE_ROUTER_VERSION:-v2.1.0}"  # its NetworkPolicy controller, on the test node
 PEBBLE_VERSION="${INFERRY_PEBBLE_VERSION:-v2.10.3}"
 # pulumi-kubernetes' provider module has no tags: the proxy serves the pseudo-version of v4.25.0's commit
@@ -213,11 +212,25 @@ cluster_tools() {
     "pulumi-resource-kubernetes $K8S_PROVIDER_VERSION" _k8s_provider
 }
 
-# The gateway: Caddy 2 (the standard build), and for its tests Let's Encrypt's own test CA, Pebble, with its DNS
-# server (pebble-challtestsrv) and the certificate Pebble serves its directory with (test/certs in its module).
+# The gateway: inferry's Caddy build (caddy/: Caddy 2's standard modules plus inferry's limits module, at the
+# version caddy/go.mod pins), and for its tests Let's Encrypt's own test CA, Pebble, with its DNS server
+# (pebble-challtestsrv) and the certificate Pebble serves its directory with (test/certs in its module).
+CADDY_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/caddy"
+_caddy() {
+  local version
+  version=$(awk '$1 == "require" && $2 == "github.com/caddyserver/caddy/v2" {print $3}' "$CADDY_SRC/go.mod")
+  (cd "$CADDY_SRC" && go build -trimpath -ldflags "-s -w -X github.com/caddyserver/caddy/v2.CustomVersion=$version-inferry" \
+    -o "$BIN/caddy.tmp" .)
+  mv "$BIN/caddy.tmp" "$BIN/caddy"
+}
 gateway_tools() {
-  go_build caddy "github.com/caddyserver/caddy/v2/cmd/caddy@$CADDY_VERSION" \
-    "-X github.com/caddyserver/caddy/v2.CustomVersion=$CADDY_VERSION"
+  # Caddy's standard build too, as its apt package installs it: the tests of what a host without inferry's build
+  # is told, and of the config that serves there (limits off).
+  go_build caddy-standard "github.com/caddyserver/caddy/v2/cmd/caddy@$(awk '$1 == "require" && $2 == \
+    "github.com/caddyserver/caddy/v2" {print $3}' "$CADDY_SRC/go.mod")" ""
+  [ -x "$BIN/caddy" ] || rm -f "$TOOLS/src/caddy-inferry/.built"
+  cached "$TOOLS/src/caddy-inferry" "$(cd "$CADDY_SRC" && cat go.mod go.sum ./*.go limits/*.go | sha256sum | cut -c1-16)" \
+    "caddy (inferry's build: caddy/)" _caddy
   go_build pebble "github.com/letsencrypt/pebble/v2/cmd/pebble@$PEBBLE_VERSION" ""
   go_build pebble-challtestsrv "github.com/letsencrypt/pebble/v2/cmd/pebble-challtestsrv@$PEBBLE_VERSION" ""
   if [ ! -f "$TOOLS/pebble-certs/localhost/cert.pem" ]; then

@@ -31,6 +31,8 @@ ACCESS_LOGGER = "http.log.access.access"  # where a server with default_logger_n
 # Access-log fields removed before a line is written (Caddy's filter encoder; `a>b` is field b inside a).
 DROPPED = ("request>headers", "resp_headers", "request>remote_ip", "request>remote_port", "request>client_ip",
            "request>tls", "user_id")
+# Where a proxy in front of the gateway may run (an Ingress controller in the cluster): its X-Forwarded-For is read.
+PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "127.0.0.0/8", "fc00::/7", "::1/128")
 WAKE_HANDLER = "log_append"  # the top-level handler only a request with a valid key reaches (its metrics)
 
 
@@ -57,6 +59,19 @@ class GatewayPlan:
     access_log_days: int = 30
     metrics_port: int = 0  # 0: no metrics listener
     retry_after_s: int = 10  # what a 503 tells the client to wait before trying again
+    # Limits (inferry's Caddy build: caddy/limits); all 0: no limiter in the config (Caddy's standard build runs it).
+    key_per_minute: int = 0
+    key_in_flight: int = 0
+    address_per_minute: int = 0
+    address_in_flight: int = 0
+    max_in_flight: int = 0
+    behind_proxy: bool = False  # a proxy in front (an Ingress) names the client in X-Forwarded-For
+
+    @property
+    def limited(self) -> bool:
+        """Whether the config uses inferry's limits module."""
+        return any((self.key_per_minute, self.key_in_flight, self.address_per_minute, self.address_in_flight,
+                    self.max_in_flight))
 
     @property
     def port(self) -> int:
@@ -125,6 +140,15 @@ def _proxy(p: GatewayPlan, health: bool = False) -> dict:
     return h
 
 
+def _limit(zone: str, key: str, per_minute: int, in_flight: int, **extra) -> list[dict]:
+    """inferry_limits (caddy/limits): at most per_minute a minute (a burst of ten seconds' worth) and in_flight at
+    once for each value of key; none when both are 0."""
+    if not (per_minute or in_flight):
+        return []
+    return [{"handler": "inferry_limits", "zone": zone, "key": key, "per_minute": per_minute,
+             "burst": max(1, per_minute // 6) if per_minute else 0, "max_in_flight": in_flight, **extra}]
+
+
 def _routes(p: GatewayPlan, keys: tuple[str, ...]) -> list[dict]:
     # A declared length over the limit is answered 413 at once; a chunked body is cut at the limit as it streams.
     too_big = {"expression": f"{{http.request.header.Content-Length}} != '' && "
@@ -136,13 +160,22 @@ def _routes(p: GatewayPlan, keys: tuple[str, ...]) -> list[dict]:
                                                             "bytes", "request_too_large")}]},
         {"handle": [{"handler": "request_body", "max_size": p.max_body_bytes}, _proxy(p)]}]}
     paths = list(p.api_routes)
+    # Every API request, with a key or not, counts against its address first (a flood without a key included).
+    by_address = _limit("address", "{http.request.client_ip}", p.address_per_minute, p.address_in_flight,
+                        message="too many requests from this address")
+    # The whole gateway's bound: requests held while no replica is ready queue here, and past it get 503.
+    queue = _limit("all", "all", 0, p.max_in_flight, status_code=503, retry_after_s=p.retry_after_s,
+                   message="the endpoint is at capacity")
     # Top-level routes, one per key (the access log names the key a request used): Caddy instruments only a
     # server's top-level handlers, so `log_append` (WAKE_HANDLER) counts exactly the requests with a valid key.
     return [
         {"match": [{"path": ["/health"], "method": ["GET", "HEAD"]}], "handle": [_proxy(p, health=True)],
          "terminal": True},
+        *([{"match": [{"path": paths}], "handle": by_address}] if by_address else []),
         *[{"match": [{"path": paths, "header": {"Authorization": [f"Bearer {k}"]}}],
-           "handle": [{"handler": "log_append", "key": "key_id", "value": key_id(k)}, serve], "terminal": True}
+           "handle": [{"handler": "log_append", "key": "key_id", "value": key_id(k)},
+                      *_limit("key", key_id(k), p.key_per_minute, p.key_in_flight,
+                              message="too many requests for this API key"), *queue, serve], "terminal": True}
           for k in keys],
         {"match": [{"path": paths}], "terminal": True, "handle": [
             {"handler": "static_response", "status_code": 401,
@@ -165,6 +198,8 @@ def _server(p: GatewayPlan, keys: tuple[str, ...]) -> dict:
         "automatic_https": {"disable": True} if p.tls == "off" else {"disable_redirects": True},
         "errors": {"routes": [_unavailable(p)]},
     }
+    if p.behind_proxy:  # the Ingress's address is the proxy's: the client is the one it names
+        s["trusted_proxies"] = {"source": "static", "ranges": list(PRIVATE_RANGES)}
     if p.tls == "certificate":
         s["tls_connection_policies"] = [{"certificate_selection": {"any_tag": [TAG]}}]
     elif p.tls == "acme":

@@ -39,6 +39,41 @@ class Acme(StrictSection):
         return self
 
 
+class Limits(StrictSection):
+    """What one client may ask of the gateway (inferry's Caddy build, caddy/limits): past a limit, 429 with
+    Retry-After; past max_in_flight for the whole gateway, 503. A rate allows a burst of ten seconds' worth."""
+
+    enabled: bool = Field(default=True, description="false: no limits (Caddy's standard build has no limiter)")
+    per_key_per_minute: int = Field(default=6000, ge=0, le=10_000_000, description="requests a minute per API key "
+                                    "(0: no rate)")
+    per_key_in_flight: int = Field(default=256, ge=0, le=1_000_000, description="requests at once per API key, "
+                                   "held ones included (0: no bound)")
+    per_address_per_minute: int = Field(default=3000, ge=0, le=10_000_000, description="requests a minute per "
+                                        "client address, with a key or without (0: no rate)")
+    per_address_in_flight: int = Field(default=128, ge=0, le=1_000_000, description="requests at once per client "
+                                       "address (0: no bound); raise both when one backend sends all traffic")
+    max_in_flight: int = Field(default=1024, ge=0, le=1_000_000, description="requests the gateway holds or "
+                               "proxies at once, all clients together; past it 503 with Retry-After (0: no bound)")
+
+    def plan_fields(self) -> dict[str, int]:
+        """The GatewayPlan fields these limits set (all 0 when not enabled)."""
+        values = (self.per_key_per_minute, self.per_key_in_flight, self.per_address_per_minute,
+                  self.per_address_in_flight, self.max_in_flight)
+        names = ("key_per_minute", "key_in_flight", "address_per_minute", "address_in_flight", "max_in_flight")
+        return {n: v if self.enabled else 0 for n, v in zip(names, values)}
+
+
+class LimitsArgs(TypedDict, total=False):
+    """`gateway.limits` as a Pulumi program passes it."""
+
+    enabled: bool
+    per_key_per_minute: int
+    per_key_in_flight: int
+    per_address_per_minute: int
+    per_address_in_flight: int
+    max_in_flight: int
+
+
 class Gateway(StrictSection):
     """One Caddy in front of every replica: the only public listener, HTTPS by default, keys checked at the edge."""
 
@@ -62,6 +97,7 @@ class Gateway(StrictSection):
     balance: Literal["least_conn", "round_robin"] = "least_conn"
     access_log_days: int = Field(default=30, ge=1, le=3650, description="days the access log (method, path, "
                                  "status, size, latency, key id; never bodies, queries or keys) is kept")
+    limits: Limits = Field(default_factory=Limits)
 
     @model_validator(mode="after")
     def _tls_inputs(self) -> "Gateway":
@@ -120,3 +156,4 @@ class GatewayArgs(TypedDict, total=False):
     hold_s: int
     balance: Literal["least_conn", "round_robin"]
     access_log_days: int
+    limits: LimitsArgs

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Literal, Required, TypedDict
 
 from pydantic import Field, field_validator, model_validator
 
+from infra.gateway.config import Limits
 from infra.stack.config_targets import DNS1123, INT32_MAX, LABEL_VALUE, QUANTITY, SecretRef, StrictSection, TargetBase
 
 if TYPE_CHECKING:  # the TypedDicts' annotations only: the schema loads without the Pulumi SDK
@@ -60,11 +61,16 @@ class Ingress(StrictSection):
     class_name: str | None = Field(default=None, pattern=DNS1123)
 
 
+# inferry's Caddy build (caddy/: the standard modules plus the limits module), as caddy/Dockerfile builds it.
+GATEWAY_IMAGE = "ghcr.io/inferry/caddy:2.11.9"
+
+
 class KubeGateway(StrictSection):
     """Caddy in front of the engine pods (infra/gateway/caddy.py): keys and the allowlist at the edge, the engines
     carrying no client key; TLS stays at the Ingress, as clusters do it."""
 
-    image: str = Field(default="caddy:2.11.9", min_length=1, pattern=r"^\S+$", description="Caddy 2 image")
+    image: str = Field(default=GATEWAY_IMAGE, min_length=1, pattern=r"^\S+$", description="inferry's Caddy "
+                       "build (caddy/Dockerfile); Caddy's own image serves only with limits.enabled: false")
     replicas: int = Field(default=2, ge=1, le=100, description="gateway pods (two: one may restart while the "
                           "other serves)")
     max_body_mb: int = Field(default=32, ge=1, le=1024, description="largest request body; larger gets 413")
@@ -72,6 +78,7 @@ class KubeGateway(StrictSection):
                         "before 502 (pods restarting, a rolling update)")
     access_log_days: int = Field(default=30, ge=1, le=3650, description="days a gateway pod keeps its access log "
                                  "(method, path, status, size, latency, key id; never bodies, queries or keys)")
+    limits: Limits = Field(default_factory=Limits, description="per gateway pod: each counts its own requests")
     scraper_namespace: str = Field(default="monitoring", pattern=DNS1123, description="the namespace whose pods "
                                    "may still reach the engines directly: the metrics scraper's (Prometheus)")
     # CPU nodes by default: nothing of the engine's node_selector or GPU affinity applies to the gateway.

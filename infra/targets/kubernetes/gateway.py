@@ -36,7 +36,8 @@ def gateway_plan(ctx: Ctx, service_ip: str | None = None) -> GatewayPlan:
     return GatewayPlan(state_dir=STATE, upstreams=(f"{host}:{ctx.spec.port}",),
                        api_routes=engine_for(ctx.d.engine.kind).api_routes, health_path=ctx.spec.health_path,
                        tls="off", http_port=PORT, max_body_bytes=g.max_body_mb << 20, hold_s=g.hold_s,
-                       balance="round_robin", access_log_days=g.access_log_days, metrics_port=METRICS_PORT)
+                       balance="round_robin", access_log_days=g.access_log_days, metrics_port=METRICS_PORT,
+                       behind_proxy=True, **g.limits.plan_fields())
 
 
 def config_text(ctx: Ctx, keys: tuple[str, ...], service_ip: str | None = None) -> str:

@@ -22,7 +22,8 @@ def host_args(p: dict) -> HostArgs:
     """HostProvider inputs -> HostArgs."""
     return HostArgs(Conn.from_dict(p["conn"]), str(p["gpu"]), int(p["gpu_count"]), str(p["engine"]),
                     str(p["runtime"]), bool(p["install_docker"]), str(p["weights_cache"]),
-                    tuple(str(n) for n in p.get("gpu_names") or ()), str(p.get("cuda") or ""))
+                    tuple(str(n) for n in p.get("gpu_names") or ()), str(p.get("cuda") or ""),
+                    bool(p.get("gateway_limits", False)))
 
 
 def weights_args(p: dict) -> WeightsArgs:

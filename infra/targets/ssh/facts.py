@@ -57,11 +57,14 @@ class HostFacts:
     mem_available_bytes: int
     systemd: bool
     arch: str
+    # The gateway's Caddy: "inferry" (its build, with the limits module), "standard" (Caddy's own build), None.
+    caddy: str | None = None
 
 
 # dockerd registers its `nvidia` device driver (compose's GPU reservations, `--gpus`) only when this
 # NVIDIA Container Toolkit program is on its PATH (moby daemon/nvidia_linux.go).
 GPU_HOOK = "nvidia-container-runtime-hook"
+LIMITS_MODULE = "http.handlers.inferry_limits"  # caddy/limits: in inferry's Caddy build, not in Caddy's own
 DOCKER_V = "v="  # marks the daemon's version in `docker version`'s merged output
 
 
@@ -86,6 +89,8 @@ def probe_command(cache_dir: str, docker: bool = True) -> str:
         f"echo {MARK}mem", "grep -E '^(MemTotal|MemAvailable):' /proc/meminfo",
         f"echo {MARK}systemd", "[ -d /run/systemd/system ] && echo yes",
         f"echo {MARK}arch", "uname -m",
+        f"echo {MARK}caddy", f"c=$(command -v caddy || ls /usr/bin/caddy) 2>/dev/null && "
+        f"{{ \"$c\" list-modules 2>/dev/null | grep -qx {LIMITS_MODULE} && echo inferry || echo standard; }}",
     ])
 
 
@@ -189,4 +194,4 @@ def parse_facts(text: str) -> HostFacts:
         compose=s.get("compose", "").strip() or None, docker_gpus=bool(s.get("gpuhook", "").strip()),
         disk_path=disk_path, disk_free_bytes=free,
         mem_total_bytes=total, mem_available_bytes=avail, systemd=s.get("systemd", "").strip() == "yes",
-        arch=s.get("arch", "").strip())
+        arch=s.get("arch", "").strip(), caddy=s.get("caddy", "").strip() or None)

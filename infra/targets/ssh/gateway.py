@@ -102,22 +102,27 @@ def _files(a: GatewayArgs, sec: GatewaySecrets, ledger_text: str = "") -> list[R
     return files
 
 
-def _read(a: GatewayArgs, s, files: list[str]) -> tuple[dict, bool, str]:
-    """({path: (mode, sha256)}, whether Caddy runs, the key ledger's text): one round trip."""
+def _read(a: GatewayArgs, s, files: list[str]) -> tuple[dict, str, str]:
+    """({path: (mode, sha256)}, Caddy's status, the key ledger's text): one round trip. The status is running,
+    stopped, or replaced: running from a binary that is no longer the installed one (a new build was installed
+    since it started, which a reload would not load)."""
     pid = shlex.quote(a.pid_path)
     probe = s.run(f"{state_command(files)}; echo @@status; p=$(cat {pid} 2>/dev/null) && "
-                  "kill -0 \"$p\" 2>/dev/null && echo running; echo @@ledger; "
+                  "kill -0 \"$p\" 2>/dev/null && { [ \"$(readlink /proc/$p/exe)\" = "
+                  f"\"$(readlink -f {CADDY})\" ] && echo running || echo replaced; }}; echo @@ledger; "
                   f"cat {shlex.quote(a.ledger_path)} 2>/dev/null; true", "read gateway state")
     state_text, _, rest = probe.out.partition("@@status\n")
     status, _, ledger = rest.partition("@@ledger\n")
-    return parse_state(state_text), status.strip() == "running", ledger
+    return parse_state(state_text), status.strip() or "stopped", ledger
 
 
 def gateway_drift(a: GatewayArgs, private_key: str, config_sha256: str) -> list[str]:
     """What differs on the host from the last apply: the config (by its recorded hash), a stopped Caddy."""
-    state, running, _ = _read(a, session(a.conn, private_key), [a.conf_path])
+    state, status, _ = _read(a, session(a.conn, private_key), [a.conf_path])
     out = [] if state.get(a.conf_path) == (0o600, config_sha256) else [f"{a.conf_path} changed"]
-    return out + ([] if running else ["the gateway (caddy) is not running"])
+    if status == "replaced":
+        out.append("the gateway (caddy) runs a binary replaced since it started")
+    return out + ([] if status != "stopped" else ["the gateway (caddy) is not running"])
 
 
 def _start(a: GatewayArgs, running: bool) -> str:
@@ -133,9 +138,12 @@ def _start(a: GatewayArgs, running: bool) -> str:
 def ensure_gateway(a: GatewayArgs, private_key: str, sec: GatewaySecrets) -> GatewayReport:
     """Write the config when it differs, reload or start Caddy when needed, then check it reaches a replica."""
     s = session(a.conn, private_key)
-    state, running, ledger = _read(a, s, [a.conf_path, a.ledger_path, a.plan.ca_root_path])
+    state, status, ledger = _read(a, s, [a.conf_path, a.ledger_path, a.plan.ca_root_path])
     want = _files(a, sec, ledger)
     change = differing(want, state)
+    if status == "replaced":  # a new Caddy build was installed: only a new process runs it
+        _stop(a, s)
+    running = status == "running"
     if change or not running:
         s.run(INSTALL_CADDY, "install caddy", timeout=900)
         s.run(f"umask 077; mkdir -p {shlex.quote(a.plan.state_dir)} && chmod 700 {shlex.quote(a.plan.state_dir)}",
@@ -167,13 +175,17 @@ def _health(a: GatewayArgs, s, api_key: str) -> None:
                           where=f"host {a.conn.label}")
 
 
+def _stop(a: GatewayArgs, s, then: str = "true") -> None:
+    """Stop Caddy (SIGTERM: it finishes what is in flight, up to 10 s), then run THEN."""
+    pid = shlex.quote(a.pid_path)
+    s.run(f"p=$(cat {pid} 2>/dev/null) && kill -TERM \"$p\" 2>/dev/null; i=0; "
+          f"while [ -n \"$p\" ] && kill -0 \"$p\" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; "
+          f"{then}", "stop the gateway")
+
+
 def remove_gateway(a: GatewayArgs, private_key: str) -> None:
     """Destroy: stop Caddy and remove its folder (config, certificates, ACME account, logs)."""
-    pid = shlex.quote(a.pid_path)
-    session(a.conn, private_key).run(
-        f"p=$(cat {pid} 2>/dev/null) && kill -TERM \"$p\" 2>/dev/null; i=0; "
-        f"while [ -n \"$p\" ] && kill -0 \"$p\" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; "
-        f"rm -rf {shlex.quote(a.plan.state_dir)}", "remove the gateway")
+    _stop(a, session(a.conn, private_key), f"rm -rf {shlex.quote(a.plan.state_dir)}")
 
 
 def gateway_secrets(values: dict[str, str]) -> GatewaySecrets:

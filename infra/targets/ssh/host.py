@@ -39,6 +39,7 @@ class HostArgs:
     # A GPU the stack declares: its nvidia-smi names (empty for a catalog GPU, whose names the catalog has).
     gpu_names: tuple[str, ...] = ()
     cuda: str = ""  # the CUDA release the engine image needs (ServiceSpec.cuda_requirement)
+    gateway_limits: bool = False  # the gateway runs here with limits: its Caddy must be inferry's build
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def ensure_host(a: HostArgs, private_key: str) -> HostReport:
     f = read_facts(s, a.weights_cache, a.runtime)
     req = preflight.Requirements(gpu=a.gpu, gpu_count=a.gpu_count, engine=a.engine, weights_bytes=0,
                                  runtime=a.runtime, install_docker=a.install_docker, gpu_names=a.gpu_names,
-                                 cuda=a.cuda)
+                                 cuda=a.cuda, gateway_limits=a.gateway_limits)
     preflight.check(a.conn.label, f, req)
     ops = Ops()
     if a.runtime == "docker" and (not f.docker_client or not f.docker_gpus):

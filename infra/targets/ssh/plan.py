@@ -86,7 +86,8 @@ def plan(d: Deployment, spec: ServiceSpec) -> TargetPlan:
     for h in t.hosts:
         c = conn_of(t, h)
         host = HostArgs(c, d.provider.gpu_name, d.provider.gpu_count, spec.engine, t.runtime, t.install_docker,
-                        t.weights_cache, declared_names(d), spec.cuda_requirement)
+                        t.weights_cache, declared_names(d), spec.cuda_requirement,
+                        gateway_limits=h is t.gateway_host and t.gateway is not None and t.gateway.limits.enabled)
         weights = tuple(WeightsArgs(c, _store(d, loc), weights_dir(src, t.weights_cache),
                                     trt_build=spec.build is not None and i == 0, ops_log=ops_log,
                                     keep_on_destroy="weights" in t.keep_on_destroy)
@@ -120,7 +121,8 @@ def gateway_args(d: Deployment, spec: ServiceSpec) -> GatewayArgs | None:
         domains=tuple(g.domains), https_port=g.https_port, http_port=g.http_port, acme_directory=g.acme.directory,
         acme_email=g.acme.email or "", acme_ca_root=_pem(g.acme.ca_root, "target.gateway.acme.ca_root"),
         eab_key_id=g.acme.eab_key_id or "", certificate=_pem(g.certificate, "target.gateway.certificate"),
-        max_body_bytes=g.max_body_mb << 20, hold_s=g.hold_s, balance=g.balance, access_log_days=g.access_log_days)
+        max_body_bytes=g.max_body_mb << 20, hold_s=g.hold_s, balance=g.balance, access_log_days=g.access_log_days,
+        **g.limits.plan_fields())
     return GatewayArgs(conn_of(t, gh), plan, spec.served_model_name or d.model.name)
 
 

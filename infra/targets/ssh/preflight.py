@@ -30,6 +30,7 @@ class Requirements:
     # container toolkit refuses to start an image whose NVIDIA_REQUIRE_CUDA exceeds what the driver supports
     # (nvidia-container-toolkit, "cuda>=X" requirement check), so the driver's "CUDA Version" must be at least this.
     cuda: str = ""
+    gateway_limits: bool = False  # the gateway runs here with target.gateway.limits: it needs inferry's Caddy
 
 
 def _version(v: str) -> tuple[int, ...]:
@@ -68,6 +69,12 @@ def gaps(f: HostFacts, req: Requirements) -> list[str]:
                    f"{f.disk_free_bytes / GIB:.1f} GiB is free (short by {(need - f.disk_free_bytes) / GIB:.1f} GiB)")
     if req.runtime == "docker":
         out += _docker_gaps(f, req)
+    if req.gateway_limits and f.caddy != "inferry":
+        has = "Caddy's standard build" if f.caddy else "no Caddy (its apt package is Caddy's standard build)"
+        out.append(f"gateway: target.gateway.limits needs inferry's Caddy build (Caddy with the limits module, "
+                   f"caddy/ in inferry's source) but the host has {has}: install it as /usr/bin/caddy (`go build -o "
+                   "caddy .` in caddy/, or copy /usr/bin/caddy out of the gateway image caddy/Dockerfile builds), "
+                   "or set target.gateway.limits.enabled: false to serve without rate and connection limits")
     return out
 
 

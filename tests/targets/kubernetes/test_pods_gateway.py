@@ -188,6 +188,28 @@ def test_a_key_rotates_with_no_failed_request_and_no_engine_restart(gw, node, cl
         "restartCount"]
 
 
+def test_past_a_keys_limit_the_gateway_pod_answers_429_with_retry_after(gw, node, cluster, store):
+    """inferry's Caddy build in the gateway image: a key's rate limit (6 a minute, a burst of 1) refuses its
+    second request at once, with the wait until the next one is allowed."""
+    d = on_the_node(cluster, store, NS)
+    d["target"]["gateway"] = {"replicas": 1, **{k: d["target"][k] for k in ("node_selector", "tolerations")},
+                              "limits": {"per_key_per_minute": 6}}
+    gw.set_deployment("gw", d)
+    gw.pulumi("config", "set", "--secret", "--stack", "gw", "inferry:apiKey", stdin=API_KEY)
+    gw.inferry("up", "gw", timeout=600)
+    ip = cluster.get("service", f"{NAME}-gateway", NS)["spec"]["clusterIP"]
+    chat = json.dumps({"model": MODEL, "max_tokens": 4, "messages": [{"role": "user", "content": "limited"}]})
+    first = through(node, cluster, "/v1/chat/completions", API_KEY, "200", "-H", "Content-Type: application/json",
+                    "-d", chat)
+    assert first[0] == "200", first
+    r = node.netns_exec("curl", "-sS", "-D", "-", "-o", "/dev/null", "-m", "20", "-H",
+                        f"Authorization: Bearer {API_KEY}", "-H", "Content-Type: application/json", "-d", chat,
+                        f"http://{ip}/v1/chat/completions", check=False)
+    head = r.stdout.lower()
+    assert head.startswith("http/1.1 429") and "retry-after: " in head, r.stdout
+    assert 1 <= int(head.split("retry-after: ")[1].split()[0]) <= 10
+
+
 def test_tensorrt_llm_serves_behind_the_gateway_and_its_pod_holds_no_key(node, cluster, store, tmp_path, installed):
     """trtllm-serve cannot check a key: behind the gateway its pod's nginx checks none (the gateway did) and the
     pod holds no key anywhere, yet a chat with the key is answered through the gateway and one without is not."""

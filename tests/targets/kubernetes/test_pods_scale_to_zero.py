@@ -1,7 +1,8 @@
 """Scale to zero on the real node: with `min_replicas: 0`, KEDA's real operator takes the engine's Deployment to
 zero pods once the gateway has seen no request for `cooldown_s`; a request with a key is then held at the
-gateway (the real Caddy) while KEDA, asking the real Prometheus for the gateway's own request metrics, wakes
-one pod, and is answered 200. A request without a key is refused and wakes nothing. Whether an engine
+gateway (inferry's Caddy build) while KEDA, asking the real Prometheus for the gateway's own request metrics, wakes
+one pod, and is answered 200; past the gateway's queue (limits.max_in_flight) a request gets 503 at once. A
+request without a key is refused and wakes nothing. Whether an engine
 container runs is read from the node's containerd, not from the API server or inferry.
 """
 from __future__ import annotations
@@ -57,7 +58,8 @@ def test_idle_goes_to_zero_pods_and_one_request_with_a_key_wakes_one_and_is_answ
     d = on_the_node(cluster, store, NS, autoscaling={
         "engine": "keda", "min_replicas": 0, "max_replicas": 1, "scale_to_zero": True, "prometheus_url": url,
         "cooldown_s": COOLDOWN_S})
-    d["target"]["gateway"] = {"replicas": 1, "hold_s": HOLD_S,
+    # A queue of two: while at zero, two requests are held and a third is refused at once (503, Retry-After).
+    d["target"]["gateway"] = {"replicas": 1, "hold_s": HOLD_S, "limits": {"max_in_flight": 2},
                               **{k: d["target"][k] for k in ("node_selector", "tolerations")}}
     project = Project(tmp_path / "project", installed[1])
     project.write_stack("zero", d, SECRETS)
@@ -79,14 +81,19 @@ def test_idle_goes_to_zero_pods_and_one_request_with_a_key_wakes_one_and_is_answ
                 time.sleep(40)  # two KEDA polls and many scrapes: nothing woke
                 assert engines_running(node) == 0
                 assert cluster.get("deployment", NAME, NS)["spec"]["replicas"] == 0
-                held: dict = {}
-                client = threading.Thread(target=send, args=(node, ip, API_KEY, held))
-                client.start()
+                held, second, third = {}, {}, {}
+                clients = [threading.Thread(target=send, args=(node, ip, API_KEY, out)) for out in (held, second)]
+                for c in clients:
+                    c.start()
+                time.sleep(3)  # both are in flight at the gateway, held
+                send(node, ip, API_KEY, third)
                 woke = until(lambda: engines_running(node) == 1, "no engine pod woke for the request", HOLD_S)
-                client.join()
+                for c in clients:
+                    c.join()
         finally:
             project.pulumi("destroy", "--yes", "--stack", "zero", check=False, timeout=600)
     cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
     print(f"held {held['seconds']:.1f} s at the gateway (engine container started after {woke:.1f} s)")
-    assert held["status"] == "200", held
+    assert held["status"] == "200" and second["status"] == "200", (held, second)
     assert held["seconds"] >= woke  # it was held, not answered before a replica existed
+    assert third["status"] == "503" and third["seconds"] < 10, third  # past the queue: refused, not held

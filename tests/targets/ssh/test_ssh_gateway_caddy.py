@@ -1,0 +1,54 @@
+"""A gateway host with Caddy's standard build (as its apt package installs it) cannot run the limits: the apply
+stops at preflight, before any change, naming the field and both ways on; each way then serves (the printed fix,
+tested). Real hosts over SSH, the real Caddy builds (scripts/tools.sh: inferry's and the standard one)."""
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from infra.errors import RemoteError
+from tests.support.realengine import TOOLS_BIN
+from tests.support.ssh_env import API_KEY, MODEL, apply, deployment, ops_log, weights_store  # noqa: F401
+
+pytestmark = pytest.mark.gateway
+PORT = 8080
+
+
+def _use_caddy(host, build: str) -> None:
+    """Put one Caddy build at the host's /usr/local/bin/caddy (where the host's install step finds Caddy)."""
+    dest = host.root / "bin" / "caddy"
+    dest.unlink(missing_ok=True)
+    try:
+        os.link(TOOLS_BIN / build, dest)
+    except OSError:
+        shutil.copy2(TOOLS_BIN / build, dest)
+
+
+def _chat_status(host) -> int:
+    out = host.exec(f"curl -s -o /dev/null -w '%{{http_code}}' -m 20 -H 'Authorization: Bearer {API_KEY}' "
+                    f"http://127.0.0.1:{PORT}/v1/models", timeout=40).stdout
+    return int(out or 0)
+
+
+def test_the_standard_caddy_stops_the_apply_before_any_change_and_each_printed_way_serves(make_hosts, weights_store):
+    (h,) = make_hosts(1)
+    _use_caddy(h, "caddy-standard")
+    gateway = {"tls": "off", "http_port": PORT}
+    with pytest.raises(RemoteError) as e:
+        apply(deployment([h], weights_store, gateway=gateway), [h], weights_store)
+    text = e.value.render()
+    assert "target.gateway.limits" in text and "Caddy's standard build" in text and f"host {h.name}" in text
+    assert "limits.enabled: false" in text and "go build -o caddy ." in text
+    assert ops_log(h) == [] and h.engine_starts() == []  # stopped before the weights, the engine or the gateway
+    # Way one: serve without limits on the standard build.
+    apply(deployment([h], weights_store, gateway={**gateway, "limits": {"enabled": False}}), [h], weights_store)
+    assert _chat_status(h) == 200
+    # Way two: inferry's build installed while the standard one runs (a reload would not load it), limits on.
+    _use_caddy(h, "caddy")
+    apply(deployment([h], weights_store, gateway=gateway), [h], weights_store)
+    assert _chat_status(h) == 200
+    exe = h.exec("readlink /proc/$(cat /etc/inferry/gateway/caddy.pid)/exe").stdout.strip()
+    assert exe == "/usr/local/bin/caddy"  # the process runs the installed build, not the one replaced
+    assert "inferry_limits" in h.exec("cat /etc/inferry/gateway/caddy.json").stdout
