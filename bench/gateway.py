@@ -7,7 +7,8 @@ a gateway whose certificate Pebble issued (tests/support/acme.py). Each round se
 streamed chat completion to `https://DOMAIN/v1/...` (TLS verified against Pebble's root; a new connection each
 time, as a client without keep-alive pays it) and one to the engine on `127.0.0.1:8000` (no TLS, no key: what
 the gateway stands in front of), from the gateway's host itself, so the network between is the same. Prints
-medians and bests of the time to first byte and of the whole request, and gateway / direct ratios.
+medians and bests of the time to first byte and of the whole request, and gateway / direct ratios. The gateway
+runs with its default limits (`--no-limits`: without them).
 """
 from __future__ import annotations
 
@@ -39,6 +40,8 @@ def curl(host, url: str, extra: str) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=40)
+    ap.add_argument("--no-limits", action="store_true", help="the gateway without its limiter (limits.enabled: "
+                    "false), to see what the limiter itself costs")
     args = ap.parse_args()
     from bench.up import bench_world
     from tests.support import ssh_direct
@@ -54,7 +57,8 @@ def main() -> None:
             store = Store(server.endpoint, server.region, server.access_key, server.secret_key)
             h.exec(f"echo '{network.gateway} pebble' >> /etc/hosts; echo '127.0.0.1 {DOMAIN}' >> /etc/hosts", check=True)
             (h.shared_dir / "bench-root.pem").write_text(acme.root_pem())
-            gw = {"domains": [DOMAIN], "acme": {"directory": acme.directory, "ca_root": str(acme.directory_root)}}
+            gw = {"domains": [DOMAIN], "acme": {"directory": acme.directory, "ca_root": str(acme.directory_root)},
+                  **({"limits": {"enabled": False}} if args.no_limits else {})}
             d = deployment([h], store, gateway=gw)
             ssh_direct.apply(plan_for(d), {**secrets([h], store), "serving.api_key": KEY})
             via = (f"https://{DOMAIN}/v1/chat/completions",
