@@ -66,4 +66,6 @@ def props_of(a: Any) -> dict:
         del d["bind"]  # no gateway: the inputs stay what they were before gateways (no diff)
     if d.get("gpu_names") == []:
         del d["gpu_names"]  # a catalog GPU: the inputs stay what they were before declared GPUs (no diff)
+    if d.get("gateway_limits") is False:
+        del d["gateway_limits"]  # not the gateway's host: the inputs stay what they were before limits (no diff)
     return d
