@@ -48,7 +48,7 @@ class Limits(StrictSection):
                                     "(0: no rate)")
     per_key_in_flight: int = Field(default=256, ge=0, le=1_000_000, description="requests at once per API key, "
                                    "held ones included (0: no bound)")
-    per_address_per_minute: int = Field(default=3000, ge=0, le=10_000_000, description="requests a minute per "
+    per_address_per_minute: int = Field(default=6000, ge=0, le=10_000_000, description="requests a minute per "
                                         "client address, with a key or without (0: no rate)")
     per_address_in_flight: int = Field(default=128, ge=0, le=1_000_000, description="requests at once per client "
                                        "address (0: no bound); raise both when one backend sends all traffic")
