@@ -259,6 +259,7 @@ class Poller(threading.Thread):
     def __init__(self, urls_keys: list[tuple[str | Callable[[], str | None], str]]):
         super().__init__(daemon=True)
         self.urls_keys, self.samples, self.stop = urls_keys, [], threading.Event()
+        self.codes: list[tuple[float, tuple[int | None, ...]]] = []  # (time, status of each endpoint) per sample
 
     def settle(self, timeout: float = 30) -> None:
         """Wait until two whole samples were taken after this moment."""
@@ -279,5 +280,12 @@ class Poller(threading.Thread):
 
         while not self.stop.is_set():
             urls = [(u() if callable(u) else u, k) for u, k in self.urls_keys]
-            self.samples.append(tuple(u is not None and get(u + "/v1/models", 1, k)[0] == 200 for u, k in urls))
+            codes = tuple(None if u is None else get(u + "/v1/models", 1, k)[0] for u, k in urls)
+            self.codes.append((time.monotonic(), codes))
+            self.samples.append(tuple(c == 200 for c in codes))
             time.sleep(0.02)
+
+    def failures(self) -> list[tuple[float, tuple[int | None, ...]]]:
+        """The samples where an endpoint did not answer 200, with what it answered (0: no answer in time), for a
+        failing assertion's message."""
+        return [(t, c) for t, c in self.codes if any(x != 200 for x in c)]

@@ -198,7 +198,7 @@ def test_engine_option_updates_services_one_host_at_a_time(world):
     # in the order the hosts are ready, not by their place in the stack)
     first, second = sorted(x[0]["time"] for x in new)
     assert second > first + 0.5
-    assert all(s[0] for s in samples), "the gateway stopped answering"
+    assert all(s[0] for s in samples), f"the gateway stopped answering: {poller.failures()[:5]}"
 
 
 @pytest.mark.usefixtures("deployed")
