@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -23,7 +24,8 @@ func init() {
 type Limits struct {
 	// Zone names the counters; handlers with one zone name share them, and they outlive a config reload.
 	Zone string `json:"zone"`
-	// Key is whose requests are counted together: a placeholder ({http.request.remote.host}) or a constant.
+	// Key is whose requests are counted together: a placeholder ({http.vars.client_ip}) or a constant. A request
+	// whose placeholder is unknown or empty is an error (500), never a bucket shared by all.
 	Key string `json:"key,omitempty"`
 	// PerMinute requests a minute, with up to Burst at once after a quiet spell (0: no rate limit).
 	PerMinute float64 `json:"per_minute,omitempty"`
@@ -36,6 +38,9 @@ type Limits struct {
 	RetryAfter int `json:"retry_after_s,omitempty"`
 	// Message is the error's text in the JSON body.
 	Message string `json:"message,omitempty"`
+	// IPv6Prefix counts an IPv6 key by its first IPv6Prefix bits (0: as it is). One host is routinely given a
+	// whole /64, so a key of its full address would give it 2^64 buckets.
+	IPv6Prefix int `json:"ipv6_prefix,omitempty"`
 
 	zone *zone
 }
@@ -70,6 +75,8 @@ func (l *Limits) Validate() error {
 			"negative", l.Zone)
 	case l.PerMinute > 0 && l.Burst < 1:
 		return fmt.Errorf("inferry_limits %s: a rate needs a burst of at least 1", l.Zone)
+	case l.IPv6Prefix < 0 || l.IPv6Prefix > 128:
+		return fmt.Errorf("inferry_limits %s: ipv6_prefix %d is not a prefix length (0 to 128)", l.Zone, l.IPv6Prefix)
 	case l.StatusCode < 400 || l.StatusCode > 599:
 		return fmt.Errorf("inferry_limits %s: status_code %d is not an error status", l.Zone, l.StatusCode)
 	}
@@ -84,8 +91,14 @@ func (l Limits) rule() rule {
 func (l Limits) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	key := l.Key
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-		key = repl.ReplaceAll(l.Key, "")
+		// An unknown or empty placeholder must fail loudly: as "" it would put every client in one bucket.
+		var err error
+		if key, err = repl.ReplaceOrErr(l.Key, true, true); err != nil {
+			return caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("inferry_limits %s: key %q: %w",
+				l.Zone, l.Key, err))
+		}
 	}
+	key = l.group(key)
 	ok, wait := l.zone.admit(key, time.Now(), l.rule())
 	if !ok {
 		if wait == 0 {
@@ -105,6 +118,18 @@ func (l Limits) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 	}
 	defer l.zone.done(key)
 	return next.ServeHTTP(w, r)
+}
+
+// group is the key counted for key: an IPv6 address's network of IPv6Prefix bits, or key itself.
+func (l Limits) group(key string) string {
+	if l.IPv6Prefix == 0 {
+		return key
+	}
+	addr, err := netip.ParseAddr(key)
+	if err != nil || !addr.Is6() || addr.Is4In6() {
+		return key
+	}
+	return netip.PrefixFrom(addr.WithZone(""), l.IPv6Prefix).Masked().String()
 }
 
 var (

@@ -3,6 +3,7 @@ package limits
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -68,5 +69,47 @@ func TestValidateRefusesARateWithoutBurst(t *testing.T) {
 	_ = l.Provision(caddy.Context{})
 	if l.Validate() == nil {
 		t.Fatal("a rate with burst 0 would refuse every request")
+	}
+}
+
+func TestIPv6AddressesCountByTheirNetwork(t *testing.T) {
+	l := Limits{IPv6Prefix: 64}
+	same := []string{"2001:db8:1:2::1", "2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::1%eth0"}
+	for _, a := range same {
+		if got := l.group(a); got != "2001:db8:1:2::/64" {
+			t.Fatalf("%s counts as %q, want its /64", a, got)
+		}
+	}
+	if l.group("2001:db8:1:3::1") == l.group(same[0]) {
+		t.Fatal("two /64 networks share one count")
+	}
+	for _, k := range []string{"192.0.2.7", "::ffff:192.0.2.7", "sk-key-id"} {
+		if got := l.group(k); got != k {
+			t.Fatalf("%q counts as %q: only IPv6 addresses are grouped", k, got)
+		}
+	}
+	if got := (Limits{}).group(same[0]); got != same[0] {
+		t.Fatalf("without ipv6_prefix the address is the key, got %q", got)
+	}
+}
+
+func TestValidateRefusesAnIPv6PrefixPast128(t *testing.T) {
+	l := &Limits{Zone: "z", IPv6Prefix: 129}
+	_ = l.Provision(caddy.Context{})
+	if l.Validate() == nil {
+		t.Fatal("ipv6_prefix 129 accepted")
+	}
+}
+
+func TestAnUnknownPlaceholderKeyIsAnErrorNotOneSharedBucket(t *testing.T) {
+	l := &Limits{Zone: "test-unknown", Key: "{http.request.client_ip}", MaxInFlight: 1}
+	_ = l.Provision(caddy.Context{})
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+	r = r.WithContext(context.WithValue(r.Context(), caddy.ReplacerCtxKey, caddy.NewReplacer()))
+	passed := caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
+	err := l.ServeHTTP(httptest.NewRecorder(), r, passed)
+	var herr caddyhttp.HandlerError
+	if !errors.As(err, &herr) || herr.StatusCode != http.StatusInternalServerError {
+		t.Fatalf("an unknown placeholder key: %v, want a 500 error", err)
 	}
 }

@@ -7,7 +7,12 @@ import (
 )
 
 // maxClients bounds one zone's memory: past it, a client not seen before is refused until idle ones are swept.
-const maxClients = 1 << 20
+// A variable so that tests can fill a zone.
+var maxClients = 1 << 20
+
+// fullSweepEvery spaces the sweeps of a full zone: a sweep walks every client, and a flood of new clients would
+// otherwise make each request pay for one.
+const fullSweepEvery = time.Second
 
 // zones outlive a config reload (adding or removing an API key): counters and requests in flight carry over.
 var zones sync.Map // name -> *zone
@@ -45,7 +50,8 @@ func (z *zone) admit(key string, now time.Time, r rule) (ok bool, wait int) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	// Sweep before the lookup: a swept client starts again as a new one would, with a full bucket.
-	if now.Sub(z.lastSweep) > time.Minute || len(z.clients) >= maxClients {
+	since := now.Sub(z.lastSweep)
+	if since > time.Minute || (len(z.clients) >= maxClients && since >= fullSweepEvery) {
 		z.sweep(now, r)
 	}
 	c := z.clients[key]

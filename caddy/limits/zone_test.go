@@ -103,3 +103,29 @@ func TestZonesOutliveAReload(t *testing.T) {
 		t.Fatal("two handlers of one zone name do not share its counters")
 	}
 }
+
+func TestAFullZoneSweepsAtMostOnceASecond(t *testing.T) {
+	defer func(n int) { maxClients = n }(maxClients)
+	maxClients = 3
+	z := &zone{clients: map[string]*client{}}
+	r := rule{maxInFlight: 1}
+	now := time.Unix(1000, 0)
+	for _, k := range []string{"a", "b", "c"} { // in flight: no sweep can free them
+		z.admit(k, now, r)
+	}
+	first := now.Add(2 * time.Minute)
+	if ok, _ := z.admit("d", first, r); ok {
+		t.Fatal("a fourth client admitted to a zone of three busy ones")
+	}
+	for i := 1; i < 10; i++ { // a flood of new clients within the second
+		z.admit("new", first.Add(time.Duration(i)*100*time.Millisecond), r)
+	}
+	if !z.lastSweep.Equal(first) {
+		t.Fatalf("a full zone swept again after %v: each request of a flood would walk every client",
+			z.lastSweep.Sub(first))
+	}
+	z.done("a")
+	if ok, _ := z.admit("d", first.Add(time.Second), r); !ok {
+		t.Fatal("a second later the sweep frees the idle client, and a new one is admitted")
+	}
+}

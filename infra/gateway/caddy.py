@@ -160,9 +160,11 @@ def _routes(p: GatewayPlan, keys: tuple[str, ...]) -> list[dict]:
                                                             "bytes", "request_too_large")}]},
         {"handle": [{"handler": "request_body", "max_size": p.max_body_bytes}, _proxy(p)]}]}
     paths = list(p.api_routes)
-    # Every API request, with a key or not, counts against its address first (a flood without a key included).
-    by_address = _limit("address", "{http.request.client_ip}", p.address_per_minute, p.address_in_flight,
-                        message="too many requests from this address")
+    # Every API request, with a key or not, counts against its address first (a flood without a key included);
+    # an IPv6 client by its /64, the block one host is routinely given. (Caddy has no http.request.client_ip:
+    # the server's client address, after trusted_proxies, is the variable client_ip.)
+    by_address = _limit("address", "{http.vars.client_ip}", p.address_per_minute, p.address_in_flight,
+                        ipv6_prefix=64, message="too many requests from this address")
     # The whole gateway's bound: requests held while no replica is ready queue here, and past it get 503.
     queue = _limit("all", "all", 0, p.max_in_flight, status_code=503, retry_after_s=p.retry_after_s,
                    message="the endpoint is at capacity")
@@ -200,6 +202,9 @@ def _server(p: GatewayPlan, keys: tuple[str, ...]) -> dict:
     }
     if p.behind_proxy:  # the Ingress's address is the proxy's: the client is the one it names
         s["trusted_proxies"] = {"source": "static", "ranges": list(PRIVATE_RANGES)}
+        # Strict: the client is the rightmost address not a proxy's. A proxy appends what it saw, so everything
+        # left of that is the client's own say and may be forged to dodge its address's limit.
+        s["trusted_proxies_strict"] = 1
     if p.tls == "certificate":
         s["tls_connection_policies"] = [{"certificate_selection": {"any_tag": [TAG]}}]
     elif p.tls == "acme":

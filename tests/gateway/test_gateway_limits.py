@@ -61,11 +61,14 @@ def _run(plan: GatewayPlan, keys=(KEY, OTHER)):
     return caddy(conf, lambda: _post(plan, None)[0] in (401, 429))
 
 
-def _post(plan: GatewayPlan, key: str | None) -> tuple[int, dict, dict]:
-    """(status, headers, JSON body) of one chat request through the gateway."""
+def _post(plan: GatewayPlan, key: str | None, forwarded_for: str = "") -> tuple[int, dict, dict]:
+    """(status, headers, JSON body) of one chat request through the gateway (from a proxy that says the request
+    came from `forwarded_for`, when given)."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    if forwarded_for:
+        headers["X-Forwarded-For"] = forwarded_for
     req = urllib.request.Request(f"http://127.0.0.1:{plan.port}/v1/chat/completions",
-                                 data=json.dumps({"model": "m", "messages": []}).encode(),
-                                 headers={"Authorization": f"Bearer {key}"} if key else {})
+                                 data=json.dumps({"model": "m", "messages": []}).encode(), headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=30) as r:
             status, headers, body = r.status, r.headers, r.read()
@@ -116,6 +119,26 @@ def test_an_address_without_a_key_is_limited_too(tmp_path, engine):
         assert [s for s, _, _ in got] == [401, 429, 429] and 9 <= int(got[1][1]["retry-after"]) <= 10
         assert _post(plan, KEY)[0] == 429  # the address is out of tokens, whatever key it shows
         assert Counting.seen == 0
+
+
+def test_behind_a_proxy_a_forged_forwarded_for_still_counts_against_the_real_address(tmp_path, engine):
+    """The Ingress appends the address it saw to the client's X-Forwarded-For: whatever the client wrote left of
+    it is its own say, and a fresh forged value each request must not buy a fresh bucket."""
+    plan = replace(_plan(tmp_path, engine, address_per_minute=6), behind_proxy=True)  # a burst of 1
+    with _run(plan):
+        first, *forged = [_post(plan, KEY, f"198.51.100.{n}, 203.0.113.9")[0] for n in range(1, 5)]
+        assert first == 200 and forged == [429, 429, 429]
+        assert _post(plan, KEY, "203.0.113.10")[0] == 200  # another client behind the same proxy is served
+        assert Counting.seen == 2
+
+
+def test_an_ipv6_client_is_counted_by_its_64(tmp_path, engine):
+    """A host is routinely given a whole /64: each of its addresses must not be a fresh bucket."""
+    plan = replace(_plan(tmp_path, engine, address_per_minute=6), behind_proxy=True)
+    with _run(plan):
+        assert _post(plan, KEY, "2001:db8:1:2::1")[0] == 200
+        assert _post(plan, KEY, "2001:db8:1:2::beef")[0] == 429
+        assert _post(plan, KEY, "2001:db8:1:3::1")[0] == 200
 
 
 def test_past_the_gateways_bound_it_answers_503_with_its_retry_after(tmp_path, engine):
