@@ -7,11 +7,11 @@ import sys
 
 import typer
 
-MODULES = ("stackcmds", "plan", "render", "weights", "lifecycle", "record")
+MODULES = ("stackcmds", "plan", "render", "weights", "lifecycle", "record", "gateway")
 # Which module registers each top-level command: `inferry validate` need not import Pulumi's
 # automation API, nor `inferry weights pull` the stack models (start-up is most of a short command).
 COMMANDS = {"validate": "stackcmds", "init": "stackcmds", "plan": "plan", "render": "render", "weights": "weights",
-            "record": "record",
+            "record": "record", "gateway": "gateway",
             **dict.fromkeys(("preview", "up", "refresh", "destroy", "outputs", "migrate", "status", "bench"),
                             "lifecycle")}
 HELP = "LLM inference on anyone's GPUs: one stack file per environment."

@@ -8,6 +8,7 @@ import zipfile
 
 import pytest
 
+from infra.gateway.build import SOURCES
 from tests.conftest import BUNDLED, ROOT
 from tests.support.wheel import run
 
@@ -28,6 +29,7 @@ def test_the_wheel_holds_every_module_and_data_file_and_no_user_stack(installed)
         if p.is_file() and "__pycache__" not in p.parts:
             assert f"infra/bundled/templates/{p.relative_to(ROOT / 'templates')}" in names
     assert {f"infra/bundled/stacks/Pulumi.{n}.yaml" for n in BUNDLED} <= names
+    assert {f"infra/bundled/caddy/{n}" for n in (*SOURCES, "Dockerfile")} <= names  # `inferry gateway build-caddy`
     assert not [n for n in names if "users-own" in n]
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-SOURCES = ("pyproject.toml", "README.md", "LICENSE", "inferry", "infra", "cli", "templates", "stacks")
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "inferry", "infra", "cli", "templates", "stacks", "caddy")
 
 
 def run(*cmd, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:

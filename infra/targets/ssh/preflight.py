@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infra.errors import RemoteError
+from infra.gateway.build import GO_ARCH
 from infra.targets.ssh.facts import HostFacts
 
 # Minimum Linux x86_64 driver per CUDA release: CUDA Toolkit release notes, table "CUDA Toolkit and
@@ -72,8 +73,8 @@ def gaps(f: HostFacts, req: Requirements) -> list[str]:
     if req.gateway_limits and f.caddy != "inferry":
         has = "Caddy's standard build" if f.caddy else "no Caddy (its apt package is Caddy's standard build)"
         out.append(f"gateway: target.gateway.limits needs inferry's Caddy build (Caddy with the limits module, "
-                   f"caddy/ in inferry's source) but the host has {has}: install it as /usr/bin/caddy (`go build -o "
-                   "caddy .` in caddy/, or copy /usr/bin/caddy out of the gateway image caddy/Dockerfile builds), "
+                   f"caddy/ in inferry's source) but the host has {has}: install it as /usr/bin/caddy "
+                   f"(`inferry gateway build-caddy --arch {GO_ARCH.get(f.arch, f.arch or 'amd64')}` builds it with Go and prints how), "
                    "or set target.gateway.limits.enabled: false to serve without rate and connection limits")
     return out
 
