@@ -24,6 +24,6 @@ def build_caddy_cmd(
 
 def register(app: typer.Typer) -> None:
     """Add `gateway` and its commands to the app."""
-    group = typer.Typer(name="gateway", help="The gateway's own build.", no_args_is_help=True)
+    group = typer.Typer(help="The gateway's own build.", no_args_is_help=True)
     group.command(name="build-caddy")(build_caddy_cmd)
-    app.add_typer(group)
+    app.add_typer(group, name="gateway")
