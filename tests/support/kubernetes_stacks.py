@@ -19,6 +19,8 @@ TRTLLM = {"kind": "tensorrt-llm", "backend": "tensorrt", "max_model_len": 32768,
           "quantization": "fp8", "build": {"qformat": "fp8"}, "enable_block_reuse": True,
           "max_batch_size": 64}
 DRAFT = {"method": "draft_model", "model": "s3://inferry-weights/llama-3.2-1b-instruct", "num_speculative_tokens": 4}
+# The bundled stack has the gateway; the cases with "gateway": None keep the paths without it (the engine checks
+# the key, or the auth proxy does) covered.
 CASES: dict[str, dict[str, Any]] = {
     "bundled": {},
     "pvc-hpa-pdb-monitor": {"engine": {"speculative": DRAFT},
@@ -27,7 +29,7 @@ CASES: dict[str, dict[str, Any]] = {
                                        "pdb_min_available": 1, "service_monitor": True}},
     "stream-fixed-replicas": {"engine": {"load_format": "runai_streamer"},
                               "target": {"weights_delivery": "stream", "autoscaling": None, "replicas": 3,
-                                         "service_monitor": False}},
+                                         "service_monitor": False, "gateway": None}},
     "scale-to-zero-ingress": {"target": {"autoscaling": {"engine": "keda", "min_replicas": 0, "max_replicas": 4,
                                                          "scale_to_zero": True},
                                          "service_monitor": False, "gateway": {"hold_s": 300},
@@ -36,7 +38,7 @@ CASES: dict[str, dict[str, Any]] = {
     "trtllm-build-tp2": {"engine": TRTLLM, "provider": {"gpu_count": 2},
                          "target": {"autoscaling": {"engine": "keda", "min_replicas": 1, "max_replicas": 2,
                                                     "metric": "trtllm_num_requests_waiting"},
-                                    "pdb_min_available": 1}},
+                                    "pdb_min_available": 1, "gateway": None}},
     "trtllm-gateway": {"engine": {"kind": "tensorrt-llm", "max_model_len": 32768},
                        "target": {"gateway": {"replicas": 2}, "autoscaling": None, "service_monitor": False}},
     "node-cache-draft": {"engine": {"speculative": DRAFT},
@@ -45,7 +47,7 @@ CASES: dict[str, dict[str, Any]] = {
     "existing-namespace-no-ingress-tls": {"target": {"create_namespace": False, "namespace": "ml-serving",
                                                      "node_selector": {"pool": "h100"},
                                                      "labels": {"team": "ml-platform"},
-                                                     "ingress": {"host": "llm.internal"}}},
+                                                     "ingress": {"host": "llm.internal"}, "gateway": None}},
 }
 
 

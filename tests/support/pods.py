@@ -21,8 +21,9 @@ SECRETS = {"apiKey": API_KEY, "s3AccessKey": ACCESS_KEY, "s3SecretKey": SECRET_K
 
 def on_the_node(cluster, store, namespace: str, **target) -> dict:
     """The bundled Kubernetes stack, sized for the test node and pinned to it, with its weights in `store`;
-    one replica and no autoscaler unless `target` says otherwise."""
+    one replica, no autoscaler and no gateway unless `target` says otherwise."""
     d = raw_deployment()
+    d["target"].pop("gateway", None)  # the tests of the gateway ask for it (tests/targets/kubernetes/test_pods_gateway.py)
     d["target"].update({"kubeconfig": str(cluster.kubeconfig), "context": cluster.context, "namespace": namespace,
                         "replicas": 1, "autoscaling": None, "service_monitor": False, "cpu": "100m",
                         "memory": "1Gi", "cache_size": "1Gi", "startup_timeout_s": 120,

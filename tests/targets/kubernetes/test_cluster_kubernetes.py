@@ -52,8 +52,10 @@ def test_bundled_stack_renders_and_passes_too(cluster, cli, tmp_path):
 
 
 def stack_deployment(cluster, store, **target) -> dict:
-    """The bundled Kubernetes stack, pointed at this cluster and store."""
+    """The bundled Kubernetes stack, pointed at this cluster and store; the engine pods serve with no gateway in
+    front (the gateway on a cluster: tests/targets/kubernetes/test_pods_gateway.py)."""
     d = raw_deployment()
+    d["target"].pop("gateway", None)
     d["target"].update(kubeconfig=str(cluster.kubeconfig), context=cluster.context, **target)
     d["storage"].update(endpoint=store.endpoint)
     d.pop("policy")  # the test store's region is not in the EU

@@ -5,6 +5,7 @@ server deploy the main ones in tests/targets/kubernetes/test_cluster_kubernetes.
 from __future__ import annotations
 
 import json
+import secrets as secrets_module
 
 import jsonschema
 import kubernetes_validate
@@ -20,9 +21,10 @@ from tests.support.kubernetes_schema import validate
 from tests.support.kubernetes_stacks import CASES, deployment, spec_of
 
 KINDS = {
-    "bundled": {"Namespace", "Secret", "ConfigMap", "Deployment", "Service", "ScaledObject", "ServiceMonitor"},
+    "bundled": {"Namespace", "Secret", "ConfigMap", "Deployment", "Service", "NetworkPolicy", "ScaledObject",
+                "ServiceMonitor"},
     "pvc-hpa-pdb-monitor": {"Namespace", "Secret", "ConfigMap", "PersistentVolumeClaim", "Deployment", "Service",
-                            "PodDisruptionBudget", "HorizontalPodAutoscaler", "ServiceMonitor"},
+                            "NetworkPolicy", "PodDisruptionBudget", "HorizontalPodAutoscaler", "ServiceMonitor"},
     "stream-fixed-replicas": {"Namespace", "Secret", "ConfigMap", "Deployment", "Service"},
     "scale-to-zero-ingress": {"Namespace", "Secret", "ConfigMap", "Deployment", "Service", "Ingress",
                               "NetworkPolicy", "ScaledObject", "ServiceMonitor"},
@@ -30,7 +32,7 @@ KINDS = {
                          "ScaledObject", "ServiceMonitor"},
     "trtllm-gateway": {"Namespace", "Secret", "ConfigMap", "Deployment", "Service", "NetworkPolicy"},
     "node-cache-draft": {"Namespace", "Secret", "ConfigMap", "PersistentVolume", "PersistentVolumeClaim",
-                         "Deployment", "Service", "ScaledObject", "ServiceMonitor"},
+                         "Deployment", "Service", "NetworkPolicy", "ScaledObject", "ServiceMonitor"},
     "existing-namespace-no-ingress-tls": {"Secret", "ConfigMap", "Deployment", "Service", "Ingress", "ScaledObject",
                                           "ServiceMonitor"},
 }
@@ -223,9 +225,14 @@ def test_pods_select_only_serving_pods(rendered):
     assert pdb["selector"]["matchLabels"] == selector
 
 
+def _value() -> str:
+    """A stand-in secret value the gateway accepts as a key (256 random bits), marked to be found wherever it lands."""
+    return f"s3cr3t-{secrets_module.token_hex(32)}"
+
+
 def _run_component(case="bundled", secrets=None):
     d = deployment(case)
-    values = secrets if secrets is not None else {p: pulumi.Output.secret(f"s3cr3t-{p}") for p in d.secret_refs()}
+    values = secrets if secrets is not None else {p: pulumi.Output.secret(_value()) for p in d.secret_refs()}
     holder = {}
 
     def program():
@@ -239,13 +246,21 @@ def _run_component(case="bundled", secrets=None):
     return mocks, exports, holder["t"]
 
 
-def test_secret_values_only_in_the_secret_and_marked_secret():
-    mocks, _, _ = _run_component()
-    secret = mocks.of_type("kubernetes:core/v1:Secret")[0]
-    data = secret.inputs["stringData"]
-    assert SECRET_SIG in data  # the whole map is a secret Output: encrypted in state, hidden in logs
-    assert sorted(data["value"]) == ["serving.api_key", "storage.access_key_id", "storage.secret_access_key"]
-    assert all(v.startswith("s3cr3t-") for v in data["value"].values())
+@pytest.mark.parametrize("case", ["bundled", "stream-fixed-replicas"])  # with the gateway, and without it
+def test_secret_values_only_in_the_secret_and_marked_secret(case):
+    d = deployment(case)
+    values = {p: _value() for p in d.secret_refs()}
+    mocks, _, _ = _run_component(case, {p: pulumi.Output.secret(v) for p, v in values.items()})
+    secrets = {r.name: r.inputs["stringData"] for r in mocks.of_type("kubernetes:core/v1:Secret")}
+    assert all(SECRET_SIG in data for data in secrets.values())  # secret Outputs: encrypted in state, hidden in logs
+    engine = secrets.pop("inferry-llama-3-1-8b-instruct-secrets")["value"]
+    storage = {"storage.access_key_id", "storage.secret_access_key"}
+    if d.target.gateway is None:  # the engine (or its auth proxy) checks the key
+        assert engine == {k: values[k] for k in ["serving.api_key", *storage]} and not secrets
+    else:  # only the gateway's Caddy config holds the key; the engine pods never see it
+        assert engine == {k: values[k] for k in storage}
+        (gateway,) = secrets.values()
+        assert f'"Bearer {values["serving.api_key"]}"' in gateway["value"]["caddy.json"]
     others = json.dumps([r.inputs for r in mocks.resources if r.type != "kubernetes:core/v1:Secret"])
     assert "s3cr3t-" not in others
 
@@ -256,7 +271,8 @@ def test_explicit_provider_and_outputs():
     assert provider.inputs["context"] == "eks-inference" and provider.inputs["kubeconfig"]
     k8s_objects = [r for r in mocks.resources if r.type.startswith("kubernetes:")]
     assert k8s_objects and all(r.provider and provider.name in r.provider for r in k8s_objects)
-    assert exports["endpoint"] == "http://inferry-llama-3-1-8b-instruct.inferry.svc.cluster.local:8000"
+    # The gateway's Service (port 80) is the endpoint: the engine's own Service is reachable only from it.
+    assert exports["endpoint"] == "http://inferry-llama-3-1-8b-instruct-gateway.inferry.svc.cluster.local"
     assert exports["endpoints"] == [exports["endpoint"]] and exports["model"] == "llama-3.1-8b-instruct"
     (component,) = mocks.of_type("inferry:targets:KubernetesTarget")
     assert component.name == "kubernetes"

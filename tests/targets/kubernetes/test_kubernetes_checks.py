@@ -28,7 +28,7 @@ BAD = [
     ({"autoscaling": {"engine": "hpa", "min_replicas": 0, "max_replicas": 2}}, "target.autoscaling", "scale_to_zero"),
     ({"autoscaling": {"engine": "hpa", "cooldown_s": 7200}}, "target.autoscaling.cooldown_s", "at most 3600"),
     ({"autoscaling": None, "replicas": 2, "pdb_min_available": 3}, "target.pdb_min_available", "drain"),
-    ({"autoscaling": ZERO}, "target.autoscaling.scale_to_zero", "needs target.gateway"),
+    ({"autoscaling": ZERO, "gateway": None}, "target.autoscaling.scale_to_zero", "needs target.gateway"),
     ({"autoscaling": ZERO, "gateway": {"hold_s": 0}}, "target.gateway.hold_s", "503 at once"),
 ]
 
@@ -56,7 +56,7 @@ def test_validate_rejects_with_field_and_reason(cli, tmp_path, change, path, wor
 
 
 def test_the_printed_fix_for_scale_to_zero_without_a_gateway_validates(cli, tmp_path):
-    result = cli("validate", _stack(tmp_path, {"autoscaling": ZERO}))
+    result = cli("validate", _stack(tmp_path, {"autoscaling": ZERO, "gateway": None}))
     hint = next(ln for ln in result.output.splitlines() if "target.autoscaling.scale_to_zero" in ln)
     assert "add `gateway: {hold_s: 300}` under target" in result.output, result.output
     fixed = yaml.safe_load("{hold_s: 300}")  # the text the hint quotes, as YAML
@@ -65,7 +65,8 @@ def test_the_printed_fix_for_scale_to_zero_without_a_gateway_validates(cli, tmp_
 
 
 def test_an_ingress_without_the_gateway_is_warned_and_the_printed_fix_clears_it(cli, tmp_path):
-    result = cli("validate", _stack(tmp_path, {"ingress": {"host": "llm.example.eu", "tls_secret": "llm-tls"}}))
+    result = cli("validate", _stack(tmp_path, {"ingress": {"host": "llm.example.eu", "tls_secret": "llm-tls"},
+                                               "gateway": None}))
     assert result.exit_code == 0, result.output
     line = next((ln for ln in result.output.splitlines() if "target.ingress" in ln), None)
     assert line is not None and "every path it serves is public" in line, result.output

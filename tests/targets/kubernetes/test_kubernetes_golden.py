@@ -47,7 +47,9 @@ def test_render_is_deterministic_and_reparses_to_valid_objects():
 def test_render_never_holds_secret_values(monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIA-REAL-LOOKING-VALUE")
     files = _render("bundled")
-    secret = yaml.safe_load(next(t for n, t in files.items() if "-secret-" in n))
-    assert secret["stringData"]["serving.api_key"] == "<redacted: secret config inferry:apiKey>"
+    secret = yaml.safe_load(next(t for n, t in files.items() if n.endswith("-secrets.yaml")))
     assert all(v.startswith("<redacted: ") for v in secret["stringData"].values())
+    # Behind the gateway the client key is only in its Caddy config, in the gateway's own Secret.
+    gateway = yaml.safe_load(next(t for n, t in files.items() if "-secret-" in n and "-gateway-" in n))
+    assert "Bearer <redacted: secret config inferry:apiKey>" in gateway["stringData"]["caddy.json"]
     assert "AKIA-REAL-LOOKING-VALUE" not in "".join(files.values())
