@@ -12,6 +12,7 @@ PORT = 8080  # the pods' port (no capability needed to bind it); the Service ans
 METRICS_PORT = 9180  # Caddy's request metrics, for the scraper's namespace only (gateway_policy_spec)
 STATE = "/data"  # Caddy's state: its admin socket, logs and access log (an emptyDir: the pod's own)
 CONF_DIR, CONF = "/etc/caddy", "caddy.json"
+GATEWAY_UID = 65532  # the gateway pods' user and group (distroless's "nonroot"): no user of the image's own
 
 
 def gateway_name(ctx: Ctx) -> str:
@@ -70,14 +71,19 @@ def pod_spec(ctx: Ctx, config_hash_value: str) -> dict[str, Any]:
         "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "512Mi"}},
         "lifecycle": DRAIN,  # serves on while kube-proxy takes it out of the Service: a roll fails no request
         # The official image's binary carries cap_net_bind_service=+ep: exec fails with EPERM unless that one
-        # capability is in the bounding set (caddy-docker#396), so it is the one kept; nothing else is.
+        # capability is in the bounding set (caddy-docker#396), so it is the one kept, and the only one the
+        # process holds (as a user, below: the real-node test reads its /proc status).
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}},
     }
     where: dict[str, Any] = {"nodeSelector": dict(g.node_selector)} if g.node_selector else {}
     if g.tolerations:
         where["tolerations"] = [t.model_dump(exclude_none=True) for t in g.tolerations]
-    return {"automountServiceAccountToken": False, "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+    # Not root: the pod faces the Ingress, and binds only 8080 and 9180. fsGroup lets that user read the config
+    # Secret (the kubelet gives the group read on it); its state is an emptyDir, writable by anyone in the pod.
+    confined = {"seccompProfile": {"type": "RuntimeDefault"}, "runAsNonRoot": True, "runAsUser": GATEWAY_UID,
+                "runAsGroup": GATEWAY_UID, "fsGroup": GATEWAY_UID}
+    return {"automountServiceAccountToken": False, "securityContext": confined,
             **where, "containers": [container], "terminationGracePeriodSeconds": 30,
             "volumes": [{"name": "config", "secret": {"secretName": secret_name(ctx, config_hash_value),
                                                       "defaultMode": 0o400}},

@@ -74,14 +74,31 @@ def test_the_engine_pod_carries_no_client_key_and_only_the_gateway_may_reach_it(
     c = gateways[0]["spec"]["containers"][0]
     assert c["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                                     "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}}
-    # The binary carries the official image's file capability (which makes exec fail under drop ALL alone), and
-    # the running Caddy holds that one capability and nothing else, as the kernel reports it.
+    # The binary carries the official image's file capability (which makes exec fail under drop ALL alone); the
+    # running Caddy is not root and holds that one capability and nothing else, as the kernel reports it.
     name = gateways[0]["metadata"]["name"]
     probe = ("import os; print(os.getxattr('/usr/bin/caddy', 'security.capability').hex()); "
-             "print([l.split()[1] for l in open('/proc/1/status') if l.startswith('CapEff')][0])")
-    xattr, eff = cluster.kubectl("exec", "-n", NS, name, "--", "python3", "-c", probe).stdout.split()
+             "f = dict(l.split(':\\t', 1) for l in open('/proc/1/status') if ':\\t' in l); "
+             "print(f['Uid'].split()[1], f['Gid'].split()[1], f['CapEff'].strip(), f['NoNewPrivs'].strip())")
+    xattr, uid, gid, eff, nnp = cluster.kubectl("exec", "-n", NS, name, "--", "python3", "-c", probe).stdout.split()
     assert xattr.startswith("01000002") and int(xattr[8:16], 16) == 0x00040000, xattr  # +ep, bit 10 (LE)
-    assert int(eff, 16) == 1 << 10, eff
+    assert (uid, gid, int(eff, 16), nnp) == ("65532", "65532", 1 << 10, "1")
+    # Pod Security "restricted" (non-root, no escalation, drop ALL, RuntimeDefault) admits the gateway's pod.
+    cluster.kubectl("create", "namespace", "pods-gw-restricted", check=False)
+    cluster.kubectl("label", "namespace", "pods-gw-restricted", "--overwrite",
+                    "pod-security.kubernetes.io/enforce=restricted")
+    try:
+        template = cluster.get("deployment", f"{NAME}-gateway", NS)["spec"]["template"]
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "gateway", "namespace": "pods-gw-restricted"},
+               "spec": {**template["spec"], "volumes": [{"name": v["name"], "emptyDir": {}}
+                                                        for v in template["spec"]["volumes"]]}}
+        admitted = cluster.apply(pod, extra=("--dry-run=server",))
+        assert admitted.returncode == 0, admitted.stderr
+        root = {**pod, "spec": {**pod["spec"], "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}}}}
+        refused = cluster.apply(root, extra=("--dry-run=server",))  # the control: the same pod as root is not
+        assert refused.returncode != 0 and "violates PodSecurity" in refused.stderr, refused.stderr
+    finally:
+        cluster.kubectl("delete", "namespace", "pods-gw-restricted", "--wait=false", check=False)
 
 
 def test_the_node_enforcing_the_policy_lets_only_the_gateway_and_the_scraper_reach_the_engine(gw, node, cluster):
