@@ -21,6 +21,14 @@ from infra.targets.ssh.pool import Conn, session
 from infra.targets.ssh.runtime import script
 
 CADDY = "$(command -v caddy || echo /usr/bin/caddy)"
+# Caddy faces the internet, so it is not root: its own system user, holding only the capability that binds ports
+# 80 and 443 (ambient: kept across exec), with no way to gain another. setpriv is util-linux's, useradd passwd's:
+# both are in every Debian and Ubuntu.
+USER = "inferry-gateway"
+ADD_USER = (f"id -u {USER} >/dev/null 2>&1 || useradd --system --user-group --no-create-home "
+            f"--home-dir /nonexistent --shell /usr/sbin/nologin {USER}")
+AS_USER = (f"setpriv --reuid={USER} --regid={USER} --clear-groups --inh-caps=+net_bind_service "
+           "--ambient-caps=+net_bind_service --bounding-set=-all,+net_bind_service --no-new-privs")
 # Caddy's own Debian repository (https://caddyserver.com/docs/install#debian-ubuntu-raspbian); its package
 # starts a caddy.service of its own on port 80, which inferry's gateway replaces: it is stopped and disabled.
 CADDY_REPO = "https://dl.cloudsmith.io/public/caddy/stable"
@@ -104,12 +112,13 @@ def _files(a: GatewayArgs, sec: GatewaySecrets, ledger_text: str = "") -> list[R
 
 def _read(a: GatewayArgs, s, files: list[str]) -> tuple[dict, str, str]:
     """({path: (mode, sha256)}, Caddy's status, the key ledger's text): one round trip. The status is running,
-    stopped, or replaced: running from a binary that is no longer the installed one (a new build was installed
-    since it started, which a reload would not load)."""
+    stopped, replaced (running from a binary that is no longer the installed one: a new build was installed
+    since it started, which a reload would not load) or root (started as root by an inferry before its user)."""
     pid = shlex.quote(a.pid_path)
     probe = s.run(f"{state_command(files)}; echo @@status; p=$(cat {pid} 2>/dev/null) && "
-                  "kill -0 \"$p\" 2>/dev/null && { [ \"$(readlink /proc/$p/exe)\" = "
-                  f"\"$(readlink -f {CADDY})\" ] && echo running || echo replaced; }}; echo @@ledger; "
+                  "kill -0 \"$p\" 2>/dev/null && { if [ \"$(readlink /proc/$p/exe)\" != "
+                  f"\"$(readlink -f {CADDY})\" ]; then echo replaced; elif [ \"$(stat -c %U /proc/$p)\" != {USER} ]; "
+                  "then echo root; else echo running; fi; }; echo @@ledger; "
                   f"cat {shlex.quote(a.ledger_path)} 2>/dev/null; true", "read gateway state")
     state_text, _, rest = probe.out.partition("@@status\n")
     status, _, ledger = rest.partition("@@ledger\n")
@@ -122,6 +131,8 @@ def gateway_drift(a: GatewayArgs, private_key: str, config_sha256: str) -> list[
     out = [] if state.get(a.conf_path) == (0o600, config_sha256) else [f"{a.conf_path} changed"]
     if status == "replaced":
         out.append("the gateway (caddy) runs a binary replaced since it started")
+    if status == "root":
+        out.append(f"the gateway (caddy) runs as root, not as {USER}")
     return out + ([] if status != "stopped" else ["the gateway (caddy) is not running"])
 
 
@@ -131,8 +142,23 @@ def _start(a: GatewayArgs, running: bool) -> str:
     # session (the daemon would hold the channel open). A reload is graceful: streams in flight finish.
     if running:
         return f"{CADDY} reload --config {c} --address unix/{shlex.quote(a.plan.admin_socket)}"
-    return (f"{CADDY} start --config {c} --pidfile {shlex.quote(a.pid_path)} >{d}/start.log 2>&1 </dev/null "
-            f"|| {{ tail -n 20 {d}/start.log >&2; exit 1; }}")
+    return (f"{_as_user(a)} {CADDY} start --config {c} --pidfile {shlex.quote(a.pid_path)} >{d}/start.log 2>&1 "
+            f"</dev/null || {{ tail -n 20 {d}/start.log >&2; exit 1; }}")
+
+
+def _hand_over(a: GatewayArgs) -> str:
+    """Its user owns the folder and all in it (certificates and logs a root Caddy made before included), and can
+    reach it: a folder above closed to other users is named, with the fix."""
+    d = shlex.quote(a.plan.state_dir)
+    why = (f"the gateway's user {USER} cannot reach {a.plan.state_dir}: a folder above it is closed to other users; "
+           "open it (chmod o+x) or set target.service_dir to a folder under one that is")
+    return f"chown -R {USER}:{USER} {d} && {{ {AS_USER} test -x {d} || {{ echo {shlex.quote(why)} >&2; exit 1; }}; }}"
+
+
+def _as_user(a: GatewayArgs) -> str:
+    """Run as the gateway's user, its home its own folder (root's is not readable to it)."""
+    d = a.plan.state_dir
+    return f"{AS_USER} env HOME={shlex.quote(d)} XDG_CONFIG_HOME={shlex.quote(d)} XDG_DATA_HOME={shlex.quote(d)}"
 
 
 def ensure_gateway(a: GatewayArgs, private_key: str, sec: GatewaySecrets) -> GatewayReport:
@@ -141,15 +167,20 @@ def ensure_gateway(a: GatewayArgs, private_key: str, sec: GatewaySecrets) -> Gat
     state, status, ledger = _read(a, s, [a.conf_path, a.ledger_path, a.plan.ca_root_path])
     want = _files(a, sec, ledger)
     change = differing(want, state)
-    if status == "replaced":  # a new Caddy build was installed: only a new process runs it
+    if status in ("replaced", "root"):  # a new Caddy build, or one run as root: only a new process fixes it
         _stop(a, s)
     running = status == "running"
     if change or not running:
+        d, up = shlex.quote(a.plan.state_dir), shlex.quote(posixpath.dirname(a.plan.state_dir))
         s.run(INSTALL_CADDY, "install caddy", timeout=900)
-        s.run(f"umask 077; mkdir -p {shlex.quote(a.plan.state_dir)} && chmod 700 {shlex.quote(a.plan.state_dir)}",
-              "make the gateway folder")
+        # The folders above it as the host makes folders (its user must pass through them); its own private.
+        s.run(f"{ADD_USER} && mkdir -p {up} && umask 077 && mkdir -p {d} && chmod 700 {d}",
+              "make the gateway's user and folder")
         upload(s, change, "upload the gateway config")
-        s.run(f"{CADDY} validate --config {shlex.quote(a.conf_path)} >/dev/null", "check the gateway config")
+        s.run(_hand_over(a), "hand the gateway folder to its user")
+        # As its user: a validate as root would create the log files Caddy then could not open.
+        s.run(f"{_as_user(a)} {CADDY} validate --config {shlex.quote(a.conf_path)} >/dev/null",
+              "check the gateway config")
         s.run(_start(a, running), "start the gateway", timeout=120)
     ops = Ops(writes=[f.path for f in change], restarts=int(not running))
     ops.record(s, posixpath.join(a.plan.state_dir, "ops.log"), "record changes")
@@ -184,8 +215,10 @@ def _stop(a: GatewayArgs, s, then: str = "true") -> None:
 
 
 def remove_gateway(a: GatewayArgs, private_key: str) -> None:
-    """Destroy: stop Caddy and remove its folder (config, certificates, ACME account, logs)."""
-    _stop(a, session(a.conn, private_key), f"rm -rf {shlex.quote(a.plan.state_dir)}")
+    """Destroy: stop Caddy, remove its folder (config, certificates, ACME account, logs) and its user (unless
+    something else runs as it)."""
+    _stop(a, session(a.conn, private_key), f"rm -rf {shlex.quote(a.plan.state_dir)}; "
+          f"pgrep -u {USER} >/dev/null 2>&1 || userdel {USER} 2>/dev/null; true")
 
 
 def gateway_secrets(values: dict[str, str]) -> GatewaySecrets:

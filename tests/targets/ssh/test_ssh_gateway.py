@@ -20,6 +20,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.gateway, pytest.mark.acme]
 DOMAIN = "llm.inferry.test"
 KEY = "sk-gw-5b0e9c2a7f14d83e6a91c0b7d2f45e8a"
 NEW_KEY = "sk-gw-e41a7c93b6d05f28c1e7a4b90d3f6c25"
+STATE = "/etc/inferry/gateway"  # the gateway's folder: target.service_dir's (the tests' /etc/inferry)
 
 
 class World:
@@ -194,6 +195,36 @@ def test_a_key_rotates_with_no_failed_request_and_no_engine_restart(world):
     world.apply()  # back to the module's key
 
 
+def _caddy_status(host) -> dict:
+    """The running Caddy's /proc status fields, as the gateway host's kernel reports them."""
+    out = host.exec(f"cat /proc/$(cat {STATE}/caddy.pid)/status", check=True).stdout
+    return dict(line.split(":\t", 1) for line in out.splitlines() if ":\t" in line)
+
+
+def test_caddy_runs_as_its_own_user_holding_one_capability(world):
+    """The process that faces the internet is not root: its user, its one capability (ports 80 and 443) and no
+    new privileges as the kernel reports them; its folder and the config with the keys are that user's alone."""
+    uid = world.gw.exec("id -u inferry-gateway", check=True).stdout.strip()
+    f = _caddy_status(world.gw)
+    assert uid != "0" and f["Uid"].split() == [uid] * 4 and f["Gid"].split()[0] != "0"
+    assert int(f["CapEff"], 16) == 1 << 10 and int(f["CapBnd"], 16) == 1 << 10 and f["NoNewPrivs"].strip() == "1"
+    owners = world.gw.exec(f"stat -c '%U %a' {STATE} {STATE}/caddy.json", check=True).stdout.split("\n")
+    assert owners[:2] == ["inferry-gateway 700", "inferry-gateway 600"]
+    assert world.curl("/v1/models", KEY)[0] == 200  # serving on 443 as that user
+
+
+def test_a_caddy_left_running_as_root_is_restarted_as_its_user(world):
+    gw = world.gw
+    # As an inferry from before the gateway's user left it: the same config, its folder root's, Caddy as root.
+    gw.exec(f"p=$(cat {STATE}/caddy.pid); kill $p; while kill -0 $p 2>/dev/null; do sleep 0.1; done; "
+            f"chown -R root:root {STATE} && caddy start --config {STATE}/caddy.json --pidfile {STATE}/caddy.pid "
+            ">/dev/null 2>&1 </dev/null", check=True, timeout=60)
+    assert _caddy_status(gw)["Uid"].split()[0] == "0"
+    world.apply()
+    assert _caddy_status(gw)["Uid"].split()[0] == gw.exec("id -u inferry-gateway", check=True).stdout.strip()
+    assert world.curl("/v1/models", KEY)[0] == 200
+
+
 def test_a_weak_key_is_refused_naming_the_field():
     with pytest.raises(SecretError) as e:
         gateway_secrets({"serving.api_key": "sk-test-" + "7" * 24})
@@ -220,3 +251,11 @@ def test_the_bundled_stacks_gateway_config_is_one_caddy_accepts(stack, tmp_path)
     r = subprocess.run([str(TOOLS_BIN / "caddy"), "validate", "--config", str(tmp_path / "caddy.json")],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "Valid configuration" in r.stdout + r.stderr, r.stderr[-2000:]
+
+
+def test_destroy_removes_the_gateway_its_folder_and_its_user(world):
+    """Last: leaving the provider leaves no Caddy, no folder and no system user behind."""
+    ssh_apply.destroy(plan_for(world.deployment()), secrets([world.gw], world.store))
+    assert world.gw.exec(f"test -e {STATE} || echo gone").stdout == "gone\n"
+    assert world.gw.exec("id -u inferry-gateway 2>/dev/null || echo none").stdout.strip() == "none"
+    assert world.gw.exec("pgrep -x caddy || echo none").stdout.strip() == "none"
