@@ -65,3 +65,19 @@ def test_the_standard_caddy_stops_the_apply_before_any_change_and_each_printed_w
     exe = h.exec("readlink /proc/$(cat /etc/inferry/gateway/caddy.pid)/exe").stdout.strip()
     assert exe == "/usr/local/bin/caddy"  # the process runs the installed build, not the one replaced
     assert "inferry_limits" in h.exec("cat /etc/inferry/gateway/caddy.json").stdout
+
+
+def test_a_folder_the_gateways_user_cannot_reach_is_named_and_the_printed_fix_serves(make_hosts, weights_store):
+    """Caddy runs as its own user: a service_dir under a folder closed to other users is named with its fix."""
+    (h,) = make_hosts(1)
+    _use_caddy(h, TOOLS_BIN / "caddy")
+    h.exec("mkdir -p /srv/closed && chmod 700 /srv/closed", check=True)
+    d = deployment([h], weights_store, gateway={"tls": "off", "http_port": PORT}, service_dir="/srv/closed/inferry")
+    with pytest.raises(RemoteError) as e:
+        apply(d, [h], weights_store)
+    text = e.value.render()
+    assert "inferry-gateway cannot reach /srv/closed/inferry/gateway" in text and f"host {h.name}" in text
+    assert "(chmod o+x)" in text and "Traceback" not in text
+    h.exec("chmod o+x /srv/closed", check=True)  # the printed fix
+    apply(d, [h], weights_store)
+    assert _chat_status(h) == 200
