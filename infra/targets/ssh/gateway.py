@@ -114,15 +114,21 @@ def _read(a: GatewayArgs, s, files: list[str]) -> tuple[dict, str, str]:
     """({path: (mode, sha256)}, Caddy's status, the key ledger's text): one round trip. The status is running,
     stopped, replaced (running from a binary that is no longer the installed one: a new build was installed
     since it started, which a reload would not load) or root (started as root by an inferry before its user)."""
-    pid = shlex.quote(a.pid_path)
-    probe = s.run(f"{state_command(files)}; echo @@status; p=$(cat {pid} 2>/dev/null) && "
-                  "kill -0 \"$p\" 2>/dev/null && { if [ \"$(readlink /proc/$p/exe)\" != "
-                  f"\"$(readlink -f {CADDY})\" ]; then echo replaced; elif [ \"$(stat -c %U /proc/$p)\" != {USER} ]; "
-                  "then echo root; else echo running; fi; }; echo @@ledger; "
-                  f"cat {shlex.quote(a.ledger_path)} 2>/dev/null; true", "read gateway state")
+    ledger = shlex.quote(a.ledger_path)
+    probe = s.run(f"{state_command(files)}; echo @@status; {_our_pid(a)}; if [ -z \"$p\" ]; then echo stopped; "
+                  f"elif [ \"$(readlink /proc/$p/exe)\" != \"$(readlink -f {CADDY})\" ]; then echo replaced; "
+                  f"elif [ \"$(stat -c %U /proc/$p)\" != {USER} ]; then echo root; else echo running; fi; "
+                  f"echo @@ledger; [ -f {ledger} ] && [ ! -L {ledger} ] && cat {ledger}; true", "read gateway state")
     state_text, _, rest = probe.out.partition("@@status\n")
-    status, _, ledger = rest.partition("@@ledger\n")
-    return parse_state(state_text), status.strip() or "stopped", ledger
+    status, _, ledger_text = rest.partition("@@ledger\n")
+    return parse_state(state_text), status.strip() or "stopped", ledger_text
+
+
+def _our_pid(a: GatewayArgs) -> str:
+    """Shell: p is the pid in Caddy's pid file if that process is a Caddy, else empty. The file is in the gateway
+    user's folder: its word alone must never make root signal another process."""
+    return (f"p=$(cat {shlex.quote(a.pid_path)} 2>/dev/null); case \"$p\" in ''|*[!0-9]*) p= ;; esac; "
+            "case \"$(readlink /proc/${p:-0}/exe 2>/dev/null)\" in */caddy|*'/caddy (deleted)') ;; *) p= ;; esac")
 
 
 def gateway_drift(a: GatewayArgs, private_key: str, config_sha256: str) -> list[str]:
@@ -137,13 +143,14 @@ def gateway_drift(a: GatewayArgs, private_key: str, config_sha256: str) -> list[
 
 
 def _start(a: GatewayArgs, running: bool) -> str:
+    """Reload the running Caddy, or start it; as its user, so that nothing in its folder is opened as root."""
     c, d = shlex.quote(a.conf_path), shlex.quote(a.plan.state_dir)
     # `caddy start` waits until the new process runs its config; its output goes to a file, not to this
     # session (the daemon would hold the channel open). A reload is graceful: streams in flight finish.
     if running:
-        return f"{CADDY} reload --config {c} --address unix/{shlex.quote(a.plan.admin_socket)}"
-    return (f"{_as_user(a)} {CADDY} start --config {c} --pidfile {shlex.quote(a.pid_path)} >{d}/start.log 2>&1 "
-            f"</dev/null || {{ tail -n 20 {d}/start.log >&2; exit 1; }}")
+        return f"{_as_user(a)} {CADDY} reload --config {c} --address unix/{shlex.quote(a.plan.admin_socket)}"
+    start = f"exec {CADDY} start --config {c} --pidfile {shlex.quote(a.pid_path)} >{d}/start.log 2>&1 </dev/null"
+    return f"{_as_user(a)} sh -c {shlex.quote(start)} || {{ {AS_USER} tail -n 20 {d}/start.log >&2; exit 1; }}"
 
 
 def _hand_over(a: GatewayArgs) -> str:
@@ -183,7 +190,9 @@ def ensure_gateway(a: GatewayArgs, private_key: str, sec: GatewaySecrets) -> Gat
               "check the gateway config")
         s.run(_start(a, running), "start the gateway", timeout=120)
     ops = Ops(writes=[f.path for f in change], restarts=int(not running))
-    ops.record(s, posixpath.join(a.plan.state_dir, "ops.log"), "record changes")
+    if ops.writes or ops.restarts:  # its log is in the user's folder: appended to as the user
+        s.run(f"{AS_USER} sh -c {shlex.quote(ops.command(posixpath.join(a.plan.state_dir, 'ops.log')))}",
+              "record changes")
     _health(a, s, sec.api_keys[0])
     return GatewayReport(a.endpoint, want[0].sha256, len(ops.writes), ops.restarts)
 
@@ -199,7 +208,8 @@ def _health(a: GatewayArgs, s, api_key: str) -> None:
     res = s.run(f"set -- {args} {curl}; {script('health.sh')}", "gateway health check", stdin=api_key + "\n",
                 check=False, timeout=180)
     if res.code != 0:
-        tail = s.run(f"tail -n 20 {shlex.quote(p.state_dir)}/caddy.log 2>/dev/null; true", "read gateway log").out
+        tail = s.run(f"{AS_USER} tail -n 20 {shlex.quote(p.state_dir)}/caddy.log 2>/dev/null; true",
+                     "read gateway log").out
         raise RemoteError(f"the gateway on port {p.port} does not reach a healthy replica; its log:\n{tail}",
                           "check that the replicas' engines answer on their private addresses, and for ACME that "
                           "each domain resolves to this host and ports 80 and 443 are open to the CA",
@@ -208,8 +218,7 @@ def _health(a: GatewayArgs, s, api_key: str) -> None:
 
 def _stop(a: GatewayArgs, s, then: str = "true") -> None:
     """Stop Caddy (SIGTERM: it finishes what is in flight, up to 10 s), then run THEN."""
-    pid = shlex.quote(a.pid_path)
-    s.run(f"p=$(cat {pid} 2>/dev/null) && kill -TERM \"$p\" 2>/dev/null; i=0; "
+    s.run(f"{_our_pid(a)}; [ -n \"$p\" ] && kill -TERM \"$p\" 2>/dev/null; i=0; "
           f"while [ -n \"$p\" ] && kill -0 \"$p\" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; "
           f"{then}", "stop the gateway")
 

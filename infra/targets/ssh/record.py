@@ -23,7 +23,9 @@ def facts_command(pid_cmd: str, switches: list[str], caddy_json: str, folders: l
     """One read-only command; each part after its MARK line. Only the switches' names are let out of the
     engine's environment (it holds the store keys), only option names out of its argv, key ids out of Caddy's."""
     names = "|".join(re.escape(n) for n in switches) or "^$"
-    keys = (f"grep -oE {shlex.quote(KEY_ID)} {shlex.quote(caddy_json)} 2>/dev/null | sort -u"
+    # Both files are in the gateway user's folder: a link there is not followed (root reads this).
+    conf, book = shlex.quote(caddy_json), shlex.quote(ledger)
+    keys = (f"[ ! -L {conf} ] && grep -oE {shlex.quote(KEY_ID)} {conf} 2>/dev/null | sort -u"
             if caddy_json else "true")
     folder_list = " ".join(shlex.quote(f) for f in folders)
     return "; ".join([
@@ -34,7 +36,8 @@ def facts_command(pid_cmd: str, switches: list[str], caddy_json: str, folders: l
         "[ -n \"$pid\" ] && tr '\\0' '\\n' < /proc/$pid/cmdline | grep -E '^--?[A-Za-z]' | sed 's/=.*//'",
         f"echo {MARK}listen", "ss -Hltn 2>/dev/null | awk '{print $4}'",
         f"echo {MARK}keys", keys,
-        f"echo {MARK}ledger", f"cat {shlex.quote(ledger)} 2>/dev/null; echo" if ledger else "true",  # a file may lack its last newline
+        f"echo {MARK}ledger",
+        f"[ -f {book} ] && [ ! -L {book} ] && cat {book}; echo" if ledger else "true",  # it may lack its last newline
         f"echo {MARK}data", f"for f in {folder_list}; do [ -e \"$f\" ] && echo \"$f\"; done", "true"])
 
 

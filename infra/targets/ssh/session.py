@@ -132,7 +132,8 @@ class Session:
         its first byte, then given its mode and renamed into place. The data travels on stdin; a connection lost
         mid-way ends cat's input as if it were complete, so only a temporary file of the full size is renamed."""
         tmp = shlex.quote(f"{path}.inferry-{uuid.uuid4().hex[:8]}")
-        self.run(f"umask 077 && cat > {tmp} && [ \"$(wc -c < {tmp})\" -eq {len(data)} ] && chmod {mode:o} {tmp} "
+        # set -C: the temporary file is made new (a link planted under its name is never followed).
+        self.run(f"umask 077 && set -C && cat > {tmp} && [ \"$(wc -c < {tmp})\" -eq {len(data)} ] && chmod {mode:o} {tmp} "
                  f"&& mv -f {tmp} {shlex.quote(path)} "
                  f"|| {{ rc=$?; rm -f {tmp}; exit $rc; }}", step, stdin=data)
 

@@ -225,6 +225,23 @@ def test_a_caddy_left_running_as_root_is_restarted_as_its_user(world):
     assert world.curl("/v1/models", KEY)[0] == 200
 
 
+def test_a_pid_planted_in_the_gateway_folder_never_makes_root_signal_that_process(world):
+    """The folder is the gateway user's: a compromised Caddy could write any pid into its pid file. The apply,
+    which runs as root, stops only a process that is a Caddy."""
+    gw = world.gw
+    gw.exec(f"p=$(cat {STATE}/caddy.pid); kill $p; while kill -0 $p 2>/dev/null; do sleep 0.1; done", check=True,
+            timeout=60)  # Caddy gone, as after a crash
+    victim = gw.exec("setsid sleep 600 >/dev/null 2>&1 </dev/null & echo $!", check=True).stdout.strip()
+    gw.exec(f"setpriv --reuid=inferry-gateway --regid=inferry-gateway --clear-groups sh -c "
+            f"'echo {victim} > {STATE}/caddy.pid'", check=True)  # written as that user can
+    try:
+        world.apply()
+        assert gw.exec(f"kill -0 {victim} && echo alive").stdout.strip() == "alive"
+        assert world.curl("/v1/models", KEY)[0] == 200  # and Caddy runs again
+    finally:
+        gw.exec(f"kill {victim}")
+
+
 def test_a_weak_key_is_refused_naming_the_field():
     with pytest.raises(SecretError) as e:
         gateway_secrets({"serving.api_key": "sk-test-" + "7" * 24})
