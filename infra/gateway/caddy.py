@@ -118,14 +118,14 @@ def _proxy(p: GatewayPlan, health: bool = False) -> dict:
         "handler": "reverse_proxy",
         "upstreams": [{"dial": u} for u in p.upstreams],
         "load_balancing": {"selection_policy": {"policy": p.balance}, "try_duration": f"{p.hold_s}s",
-                           "try_interval": "250ms", "retry_match": [{"method": ["POST"]}]},
+                           "try_interval": "250ms", "retry_match": [{"method": ["GET", "POST"]}]},
         "health_checks": {"active": {"uri": p.health_path, "interval": "2s", "timeout": "2s"}},
         "flush_interval": -1,  # stream tokens as they come
         # Every body the gateway lets through is held in memory (never on disk) until the engine answers, so a
         # request an engine drops before its first response byte is sent again to a ready replica (retry_match):
         # a replica restarting in a rolling update (Docker's port proxy takes the connection of a stopped
         # container, then closes it) fails no request. Generation has no side effects; once the response has
-        # begun nothing is retried.
+        # begun nothing is retried. GET is named too: a retry_match replaces Caddy's default (GET only).
         "request_buffers": p.max_body_bytes + 1,
         "transport": {"protocol": "http", "dial_timeout": "2s"},
         "headers": {"request": {"delete": ["Authorization"]}},

@@ -78,3 +78,12 @@ def test_a_post_a_replica_drops_is_answered_by_another_with_the_body_it_was_sent
         answers.append((status, text and json.loads(text).get("sha256") == hashlib.sha256(body).hexdigest()))
     assert answers == [(200, True)] * 8
     assert dropper.dropped >= 4  # round robin sent every other request to the replica that drops it first
+
+
+def test_a_get_a_replica_drops_is_answered_by_another(gateway):
+    """GET /v1/models too: Caddy retries a request its upstream received only where retry_match says so, and a
+    retry_match naming POST alone made every GET a replica dropped a 502 (seen as 503s in a rolling update)."""
+    base, dropper = gateway
+    answers = [_call(base, "/v1/models", KEY) for _ in range(8)]
+    assert [(s, json.loads(t)["data"][0]["id"]) for s, t in answers] == [(200, "m")] * 8
+    assert dropper.dropped >= 4
