@@ -64,11 +64,15 @@ func TestHandlerAnswersPastTheLimitWithRetryAfterAndJSON(t *testing.T) {
 	<-done
 }
 
-func TestValidateRefusesARateWithoutBurst(t *testing.T) {
-	l := &Limits{Zone: "z", PerMinute: 60}
-	_ = l.Provision(caddy.Context{})
-	if l.Validate() == nil {
-		t.Fatal("a rate with burst 0 would refuse every request")
+func TestValidateRefusesWhatCouldNotMeanWhatItSays(t *testing.T) {
+	for why, l := range map[string]*Limits{
+		"a rate with burst 0 would refuse every request": {Zone: "z", PerMinute: 60},
+		"ipv6_prefix 129 is no prefix length":            {Zone: "z", IPv6Prefix: 129},
+	} {
+		_ = l.Provision(caddy.Context{})
+		if l.Validate() == nil {
+			t.Fatal(why)
+		}
 	}
 }
 
@@ -90,14 +94,6 @@ func TestIPv6AddressesCountByTheirNetwork(t *testing.T) {
 	}
 	if got := (Limits{}).group(same[0]); got != same[0] {
 		t.Fatalf("without ipv6_prefix the address is the key, got %q", got)
-	}
-}
-
-func TestValidateRefusesAnIPv6PrefixPast128(t *testing.T) {
-	l := &Limits{Zone: "z", IPv6Prefix: 129}
-	_ = l.Provision(caddy.Context{})
-	if l.Validate() == nil {
-		t.Fatal("ipv6_prefix 129 accepted")
 	}
 }
 

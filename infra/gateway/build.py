@@ -11,15 +11,15 @@ from pathlib import Path
 from infra.errors import InferryError
 from infra.stack.resources import bundled
 
-ARCHES = ("amd64", "arm64")
 GO_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}  # `uname -m` -> GOARCH
+ARCHES = tuple(sorted(set(GO_ARCH.values())))
 # What Go reads from the sources: everything else in the folder (tests, the Dockerfile) stays behind.
 SOURCES = ("go.mod", "go.sum", "main.go", "limits/limits.go", "limits/zone.go")
 
 
-def caddy_version(src: Path | None = None) -> str:
-    """The Caddy release the build pins (caddy/go.mod's require line)."""
-    for line in ((src or bundled("caddy")) / "go.mod").read_text().splitlines():
+def caddy_version(src: Path) -> str:
+    """The Caddy release the build in SRC pins (its go.mod's require line)."""
+    for line in (src / "go.mod").read_text().splitlines():
         parts = line.split()
         if parts[:2] == ["require", "github.com/caddyserver/caddy/v2"]:
             return parts[2]
@@ -35,7 +35,8 @@ def build_caddy(output: Path, arch: str = "amd64") -> str:
         raise InferryError("building inferry's Caddy needs Go, and `go` is not on PATH",
                            "install Go (https://go.dev/dl; an older release fetches the one the build needs), or run "
                            "this on a machine that has it (--arch names the gateway host's CPU) and copy the binary")
-    src, version = bundled("caddy"), caddy_version()
+    src = bundled("caddy")
+    version = caddy_version(src)
     output = output.resolve()
     output.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="inferry-caddy-") as tmp:
@@ -53,7 +54,10 @@ def build_caddy(output: Path, arch: str = "amd64") -> str:
                                "Go fetches Caddy's modules from its module proxy: check the network (GOPROXY), "
                                "then run the command again")
         tmp_out = output.with_name(f".{output.name}.partial")
-        shutil.copyfile(partial, tmp_out)
-        tmp_out.chmod(0o755)
-        os.replace(tmp_out, output)
+        try:
+            shutil.copyfile(partial, tmp_out)
+            tmp_out.chmod(0o755)
+            os.replace(tmp_out, output)
+        finally:  # an interrupted copy leaves no partial file beside the output
+            tmp_out.unlink(missing_ok=True)
     return f"{version}-inferry"

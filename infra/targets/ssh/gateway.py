@@ -113,7 +113,7 @@ def _files(a: GatewayArgs, sec: GatewaySecrets, ledger_text: str = "") -> list[R
 def _read(a: GatewayArgs, s, files: list[str]) -> tuple[dict, str, str]:
     """({path: (mode, sha256)}, Caddy's status, the key ledger's text): one round trip. The status is running,
     stopped, replaced (running from a binary that is no longer the installed one: a new build was installed
-    since it started, which a reload would not load) or root (started as root by an inferry before its user)."""
+    since it started, which a reload would not load) or root (run as another user than USER: root, as an inferry before USER started it)."""
     ledger = shlex.quote(a.ledger_path)
     probe = s.run(f"{state_command(files)}; echo @@status; {_our_pid(a)}; if [ -z \"$p\" ]; then echo stopped; "
                   f"elif [ \"$(readlink /proc/$p/exe)\" != \"$(readlink -f {CADDY})\" ]; then echo replaced; "
@@ -138,7 +138,7 @@ def gateway_drift(a: GatewayArgs, private_key: str, config_sha256: str) -> list[
     if status == "replaced":
         out.append("the gateway (caddy) runs a binary replaced since it started")
     if status == "root":
-        out.append(f"the gateway (caddy) runs as root, not as {USER}")
+        out.append(f"the gateway (caddy) does not run as its user {USER}")
     return out + ([] if status != "stopped" else ["the gateway (caddy) is not running"])
 
 

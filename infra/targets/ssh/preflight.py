@@ -74,7 +74,8 @@ def gaps(f: HostFacts, req: Requirements) -> list[str]:
         has = "Caddy's standard build" if f.caddy else "no Caddy (its apt package is Caddy's standard build)"
         out.append(f"gateway: target.gateway.limits needs inferry's Caddy build (Caddy with the limits module, "
                    f"caddy/ in inferry's source) but the host has {has}: install it as /usr/bin/caddy "
-                   f"(`inferry gateway build-caddy --arch {GO_ARCH.get(f.arch, f.arch or 'amd64')}` builds it with Go and prints how), "
+                   f"(`inferry gateway build-caddy --arch {GO_ARCH.get(f.arch, f.arch or 'amd64')}` builds it "
+                   "with Go and prints how), "
                    "or set target.gateway.limits.enabled: false to serve without rate and connection limits")
     return out
 
