@@ -83,6 +83,11 @@ class Unreachable(RemoteError):
     wrong, so a rolling update goes on without the host."""
 
 
+class ConnectionLost(Unreachable):
+    """An open SSH connection dropped under a command: a read that changes nothing may be asked again on a new
+    connection (infra.targets.ssh.pool.read)."""
+
+
 class Interrupted(InferryError):
     """A signal (Ctrl-C) stopped a command; the CLI exits 130, as a shell does for SIGINT."""
 

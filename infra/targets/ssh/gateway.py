@@ -17,6 +17,7 @@ from infra.stack.secrets import checked_edge_key
 from infra.gateway.caddy import GatewayPlan, GatewaySecrets, caddy_json, key_id, utc_text
 from infra.targets.ssh.files import RemoteFile, differing, parse_state, state_command, upload
 from infra.targets.ssh.oplog import Ops
+from infra.targets.ssh import pool
 from infra.targets.ssh.pool import Conn, session
 from infra.targets.ssh.runtime import script
 
@@ -133,7 +134,7 @@ def _our_pid(a: GatewayArgs) -> str:
 
 def gateway_drift(a: GatewayArgs, private_key: str, config_sha256: str) -> list[str]:
     """What differs on the host from the last apply: the config (by its recorded hash), a stopped Caddy."""
-    state, status, _ = _read(a, session(a.conn, private_key), [a.conf_path])
+    state, status, _ = pool.read(a.conn, private_key, lambda s: _read(a, s, [a.conf_path]))
     out = [] if state.get(a.conf_path) == (0o600, config_sha256) else [f"{a.conf_path} changed"]
     if status == "replaced":
         out.append("the gateway (caddy) runs a binary replaced since it started")

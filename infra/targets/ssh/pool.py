@@ -3,13 +3,17 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from typing import Callable, TypeVar
 
+from infra.errors import ConnectionLost
 from infra.targets.ssh.session import Conn, Session, connect, load_key
+
+T = TypeVar("T")
 
 _SESSIONS: dict[tuple, Session] = {}
 _LOCKS: dict[tuple, threading.Lock] = {}
 _GUARD = threading.Lock()
-__all__ = ["Conn", "session", "drop", "close_all"]
+__all__ = ["Conn", "session", "read", "drop", "close_all"]
 
 
 def session(conn: Conn, private_key: str, step: str = "connect") -> Session:
@@ -26,6 +30,16 @@ def session(conn: Conn, private_key: str, step: str = "connect") -> Session:
         s = connect(conn, load_key(private_key, f"host {conn.label}"), step)
         _SESSIONS[ident] = s
         return s
+
+
+def read(conn: Conn, private_key: str, fn: Callable[[Session], T]) -> T:
+    """fn on the host's session, where fn only reads (`refresh`, status); when the connection drops under it, fn
+    once more on a new one. A dropped connection says nothing of the host's state, and asking again changes
+    nothing; a step that changes the host is never repeated this way (its error says to apply again)."""
+    try:
+        return fn(session(conn, private_key))
+    except ConnectionLost:
+        return fn(session(conn, private_key))  # the dead session is replaced: session() reconnects
 
 
 def drop(conn: Conn) -> None:

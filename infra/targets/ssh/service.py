@@ -10,6 +10,7 @@ from infra.stack.secretfix import SecretField
 from infra.errors import RemoteError
 from infra.targets.ssh.files import RemoteFile, differing, parse_state, state_command, upload
 from infra.targets.ssh.oplog import Ops
+from infra.targets.ssh import pool
 from infra.targets.ssh.pool import Conn, session
 from infra.targets.ssh.rollback import Changeset, backup_command, drop_command, prev_path, restore_command
 from infra.targets.ssh.rollout import Rollout
@@ -170,7 +171,7 @@ def service_drift(a: ServiceArgs, private_key: str) -> list[str]:
     Secret-bearing files (the env file, the proxy config) are left out: their content is not in state.
     """
     files = plain_files(a)
-    state, running = read_state(a, session(a.conn, private_key), [f.path for f in files])
+    state, running = pool.read(a.conn, private_key, lambda s: read_state(a, s, [f.path for f in files]))
     drift = [f"{f.path} {'changed' if f.path in state else 'missing'}" for f in differing(files, state)]
     return drift + ([] if running else ["the engine service is not running"])
 

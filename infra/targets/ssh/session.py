@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import paramiko
 
-from infra.errors import RemoteError, Unreachable
+from infra.errors import ConnectionLost, RemoteError, Unreachable
 from infra.targets.ssh.hostkeys import HostKeyPolicy, algorithms, known_types, none_offered, verify
 
 CONNECT_TIMEOUT_S = 15.0
@@ -90,7 +90,7 @@ class Session:
         return "" if self.conn.user == "root" else "sudo -n "
 
     def _fail(self, step: str, e: BaseException, fix: str) -> RemoteError:
-        return Unreachable(f"{step} failed: {type(e).__name__}: {e}", fix, where=f"host {self.conn.label}")
+        return ConnectionLost(f"{step} failed: {type(e).__name__}: {e}", fix, where=f"host {self.conn.label}")
 
     def _lost(self, wait_s: float = 1.0) -> bool:
         """Whether the connection closed (a command killed by a signal also ends with no exit status)."""
@@ -116,7 +116,7 @@ class Session:
         except (OSError, EOFError, paramiko.SSHException) as e:
             raise self._fail(step, e, "check that the host is up and sshd is running, then apply again") from None
         if code == -1 and self._lost():  # no exit status, and the connection is gone: sshd died mid-command
-            raise Unreachable(f"{step}: the SSH connection was lost before the command finished",
+            raise ConnectionLost(f"{step}: the SSH connection was lost before the command finished",
                               "check that the host is up and sshd is running, then apply again",
                               where=f"host {self.conn.label}")
         res = Result(code, out.decode(errors="replace"), err.decode(errors="replace"))

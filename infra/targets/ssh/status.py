@@ -10,7 +10,7 @@ import shlex
 from infra.stack.config import Deployment
 from infra.errors import InferryError, RemoteError
 from infra.targets.contract import MetricsRead
-from infra.targets.ssh.pool import session
+from infra.targets.ssh import pool
 from infra.targets.ssh.service import ServiceArgs
 
 # Engine states nothing on the host will leave by itself (a reboot under the process runtime, a removed
@@ -41,7 +41,7 @@ class EngineState:
 
 def engine_state(a: ServiceArgs, private_key: str) -> EngineState:
     """Read one host's engine state (one command)."""
-    out = session(a.conn, private_key).run(a.rt.state(), "read the engine's state").out.split()
+    out = pool.read(a.conn, private_key, lambda s: s.run(a.rt.state(), "read the engine's state")).out.split()
     if not out:
         return EngineState(a.conn.label, "absent", 0, "")
     status, restarts, since = (out + ["", "0", ""])[:3]
@@ -82,7 +82,7 @@ def engine_down(a: ServiceArgs, private_key: str) -> bool:
     if code is None or code == 200:
         return False
     try:
-        out = session(a.conn, private_key).run(a.rt.status(), "read whether the engine runs").out
+        out = pool.read(a.conn, private_key, lambda s: s.run(a.rt.status(), "read whether the engine runs")).out
     except RemoteError:
         return False
     return out.strip() != "running"
@@ -118,9 +118,9 @@ def metrics_read(a: ServiceArgs, private_key: str, api_key: str | None) -> Metri
     key = None if a.bind else api_key
     source = f"host {a.conn.label}"
     try:
-        r = session(a.conn, private_key).run(metrics_command(a, key is not None), "read the engine's /metrics",
-                                             stdin=f"Authorization: Bearer {key}\n" if key else "", check=False,
-                                             timeout=30)
+        r = pool.read(a.conn, private_key, lambda s: s.run(
+            metrics_command(a, key is not None), "read the engine's /metrics",
+            stdin=f"Authorization: Bearer {key}\n" if key else "", check=False, timeout=30))
     except InferryError as e:
         return MetricsRead(source, None, f"not read: {e.message}")
     body, _, code = r.out.rpartition("\n")

@@ -11,6 +11,7 @@ from infra.errors import RemoteError
 from infra.targets.ssh import preflight
 from infra.targets.ssh.facts import parse_df
 from infra.targets.ssh.oplog import Ops
+from infra.targets.ssh import pool
 from infra.targets.ssh.pool import Conn, session
 from infra.targets.ssh.runtime import script
 
@@ -116,9 +117,9 @@ def ensure_weights(a: WeightsArgs, private_key: str, entries: list[PresignedFile
 def weights_drift(a: WeightsArgs, private_key: str, manifest_sha256: str, files: int, total: int) -> list[str]:
     """What differs in the host's cache from the last verified fetch: the manifest marker, files, bytes."""
     d = shlex.quote(a.model_dir)
-    probe = session(a.conn, private_key).run(
+    probe = pool.read(a.conn, private_key, lambda s: s.run(
         f"cat {d}/{MARKER} 2>/dev/null; echo; echo @@have; [ -d {d} ] && cd {d} && "
-        f"find . -type f ! -name '*.part.*' ! -name {MARKER} -printf '%s\\n'; true", "read weights cache")
+        f"find . -type f ! -name '*.part.*' ! -name {MARKER} -printf '%s\\n'; true", "read weights cache"))
     marker, _, sizes = probe.out.partition("\n@@have\n")
     found = [int(x) for x in sizes.split()]
     if marker.strip() != manifest_sha256:

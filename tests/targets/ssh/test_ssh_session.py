@@ -2,10 +2,12 @@
 both streams, and a command that ends without reading its input judged by its exit status."""
 from __future__ import annotations
 
+import hashlib
 import socket
 
 import pytest
 
+from infra.errors import ConnectionLost
 from infra.targets.ssh import pool
 from infra.targets.ssh.session import Conn, Session
 
@@ -38,3 +40,31 @@ def test_a_command_that_ignores_its_input_is_judged_by_its_exit_status(session: 
     res = session.run("exit 3", "ignore input", stdin=b"x" * (4 << 20), check=False)
     assert res.code == 3
     assert session.run("cat | wc -c", "read input", stdin=b"y" * (4 << 20)).out.strip() == str(4 << 20)
+
+
+def _conn(h) -> Conn:
+    return Conn(address=h.address, port=h.port, user=h.user, name=h.name, host_key=h.host_key_line)
+
+
+def test_a_read_the_connection_drops_under_is_asked_again_on_a_new_connection(make_hosts, host_network):
+    (h,) = make_hosts(1)
+    key = host_network.client_key_text
+    pool.close_all()
+    first = pool.session(_conn(h), key)
+    h.drop_connections_on("sha256sum")
+    res = pool.read(_conn(h), key, lambda s: s.run("echo x | sha256sum", "read a digest"))
+    assert res.out == hashlib.sha256(b"x\n").hexdigest() + "  -\n"
+    assert not first.alive and not (h.root / "bin" / "sha256sum").exists()  # it did drop: the fault fired
+    pool.close_all()
+
+
+def test_a_step_that_changes_the_host_is_never_asked_again(make_hosts, host_network):
+    (h,) = make_hosts(1)
+    pool.close_all()
+    h.drop_connections_on("sha256sum")
+    with pytest.raises(ConnectionLost, match="append a line: the SSH connection was lost") as e:
+        pool.session(_conn(h), host_network.client_key_text).run("echo x >> /root/once; sha256sum /root/once",
+                                                                 "append a line")
+    assert "apply again" in e.value.fix
+    assert h.path("/root/once").read_text() == "x\n"
+    pool.close_all()
