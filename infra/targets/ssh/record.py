@@ -13,7 +13,7 @@ from infra.errors import InferryError
 from infra.stack.config import Deployment
 from infra.targets.contract import Door, ReplicaFacts, Source
 from infra.targets.ssh.facts import MARK, SMI_QUERY, parse_gpus, sections
-from infra.targets.ssh.pool import session
+from infra.targets.ssh import pool
 
 KEY_ID = r"sha256:[0-9a-f]{12}"
 WHEN = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
@@ -97,7 +97,8 @@ def replica_facts(d: Deployment, private_key: str) -> list[ReplicaFacts]:
         cmd = facts_command(a.rt.engine_pid(), switches, gw.conf_path if on_gateway else "", folders,
                             gw.ledger_path if on_gateway else "")
         try:
-            out = session(a.conn, private_key).run(cmd, "read the host's facts for the record", check=False).out
+            out = pool.read(a.conn, private_key,
+                            lambda s: s.run(cmd, "read the host's facts for the record", check=False)).out
         except InferryError as e:
             return ReplicaFacts(source, place, error=f"not read: {e.message}")
         return parse_facts(source, place, out)
