@@ -36,7 +36,7 @@ from pulumi.runtime.sync_await import _sync_await
 from infra.errors import InferryError
 from infra.lifecycle.deployer import Changes, OutputValue, Progress
 from infra.stack.stackfile import Stack
-from tests.support.harness import ROOT, RecordingMocks, Recorded, stack_config, unsecret
+from tests.support.harness import ROOT, RecordingMocks, Recorded, quiet_run_errors, stack_config, unsecret
 
 DYNAMIC = "pulumi-python:dynamic"  # the type token's prefix: `...:Resource`, or `.../MODULE:NAME` when named
 PROVIDER_KEY = "__provider"
@@ -207,19 +207,12 @@ class ProgramHarness:
 
 def _forget_failed_run() -> None:
     """The RPC manager and pending output tasks outlive set_mocks: a failed run would fail the next one too."""
-    asyncio.get_event_loop().set_exception_handler(_quiet_reported_errors)
+    asyncio.get_event_loop().set_exception_handler(quiet_run_errors)
     _get_rpc_manager().clear()
     with SETTINGS.lock:
         for task in SETTINGS.outputs:
             task.cancel()
         SETTINGS.outputs.clear()
-
-
-def _quiet_reported_errors(loop: asyncio.AbstractEventLoop, context: dict) -> None:
-    """A failed run's output futures hold the InferryError it already raised: don't log it again at exit."""
-    if isinstance(context.get("exception"), InferryError) and "never retrieved" in context.get("message", ""):
-        return
-    loop.default_exception_handler(context)
 
 
 def _output(value: Any) -> OutputValue:
