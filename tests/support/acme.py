@@ -22,10 +22,16 @@ from tests.support.realengine import TOOLS_BIN
 CERTS = TOOLS_BIN.parent / "pebble-certs"
 
 
-def _free_port(bind: str) -> int:
-    with socket.socket() as s:
-        s.bind((bind, 0))
-        return s.getsockname()[1]
+def _free_ports(bind: str, n: int) -> list[int]:
+    """N distinct ports free on BIND now (held open together while picked, so no two are the same)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind((bind, 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def _wait_port(bind: str, port: int, what: str, proc: subprocess.Popen, log: Path) -> None:
@@ -76,7 +82,24 @@ def start_acme(folder: Path, bind: str, answer: str, http_port: int = 80, validi
         if not (TOOLS_BIN / tool).is_file():
             raise RuntimeError(f"the ACME tests need {tool}: run `bash scripts/tools.sh gateway`")
     folder.mkdir(parents=True, exist_ok=True)
-    dns, mgmt_dns, acme, mgmt = (_free_port(bind) for _ in range(4))
+    for attempt in range(3):
+        try:
+            return _start(folder, bind, answer, http_port, validity_s, name, _free_ports(bind, 4))
+        except PortTaken:
+            # a port picked free was taken before Pebble bound it (by any socket on this machine, an outgoing
+            # connection's own port included): pick again (seen once in CI)
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+class PortTaken(RuntimeError):
+    """A server could not bind a port picked free a moment before."""
+
+
+def _start(folder: Path, bind: str, answer: str, http_port: int, validity_s: int, name: str,
+           ports: list[int]) -> Acme:
+    dns, mgmt_dns, acme, mgmt = ports
     config = {"pebble": {
         "listenAddress": f"{bind}:{acme}", "managementListenAddress": f"{bind}:{mgmt}",
         "certificate": str(CERTS / "localhost" / "cert.pem"), "privateKey": str(CERTS / "localhost" / "key.pem"),
@@ -98,6 +121,11 @@ def start_acme(folder: Path, bind: str, answer: str, http_port: int = 80, validi
         _wait_port(bind, dns, "pebble-challtestsrv", chall, dns_log)
         _wait_port(bind, acme, "pebble", pebble, pebble_log)
         _wait_port(bind, mgmt, "pebble's management", pebble, pebble_log)
+    except RuntimeError as e:
+        a.stop()
+        if "address already in use" in str(e):
+            raise PortTaken(str(e)) from None
+        raise
     except Exception:
         a.stop()
         raise
