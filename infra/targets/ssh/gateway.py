@@ -114,7 +114,8 @@ def _files(a: GatewayArgs, sec: GatewaySecrets, ledger_text: str = "") -> list[R
 def _read(a: GatewayArgs, s, files: list[str]) -> tuple[dict, str, str]:
     """({path: (mode, sha256)}, Caddy's status, the key ledger's text): one round trip. The status is running,
     stopped, replaced (running from a binary that is no longer the installed one: a new build was installed
-    since it started, which a reload would not load) or root (run as another user than USER: root, as an inferry before USER started it)."""
+    since it started, which a reload would not load) or root (run as another user than USER: root, as an inferry
+    before USER started it)."""
     ledger = shlex.quote(a.ledger_path)
     probe = s.run(f"{state_command(files)}; echo @@status; {_our_pid(a)}; if [ -z \"$p\" ]; then echo stopped; "
                   f"elif [ \"$(readlink /proc/$p/exe)\" != \"$(readlink -f {CADDY})\" ]; then echo replaced; "

@@ -90,7 +90,10 @@ class Session:
         return "" if self.conn.user == "root" else "sudo -n "
 
     def _fail(self, step: str, e: BaseException, fix: str) -> RemoteError:
-        return ConnectionLost(f"{step} failed: {type(e).__name__}: {e}", fix, where=f"host {self.conn.label}")
+        # Only a connection that is gone is ConnectionLost (a read may ask again); a command that timed out or a
+        # channel the server refused on a live connection would fail the same way a second time.
+        kind = ConnectionLost if self._lost() else Unreachable
+        return kind(f"{step} failed: {type(e).__name__}: {e}", fix, where=f"host {self.conn.label}")
 
     def _lost(self, wait_s: float = 1.0) -> bool:
         """Whether the connection closed (a command killed by a signal also ends with no exit status)."""
@@ -117,8 +120,8 @@ class Session:
             raise self._fail(step, e, "check that the host is up and sshd is running, then apply again") from None
         if code == -1 and self._lost():  # no exit status, and the connection is gone: sshd died mid-command
             raise ConnectionLost(f"{step}: the SSH connection was lost before the command finished",
-                              "check that the host is up and sshd is running, then apply again",
-                              where=f"host {self.conn.label}")
+                                 "check that the host is up and sshd is running, then apply again",
+                                 where=f"host {self.conn.label}")
         res = Result(code, out.decode(errors="replace"), err.decode(errors="replace"))
         if check and code != 0:
             tail = (res.err.strip() or res.out.strip())[-1500:]

@@ -177,20 +177,20 @@ class TestHost:
 
         The connection running it drops mid-command; the wrapper removes itself; start_sshd() to recover.
         """
-        real = shutil.which(program, path="/usr/sbin:/usr/bin:/sbin:/bin")
-        if real is None:
-            raise ValueError(f"{program} is not a system command (stand-ins in /usr/local/bin cannot be wrapped)")
-        self.install(program, f'rm -f "$0"; pkill -KILL -x sshd; exec {real} "$@"')
+        self._once_on(program, "pkill -KILL -x sshd")
 
     def drop_connections_on(self, program: str) -> None:
         """One-shot fault: the first time PROGRAM runs on the host, SIGKILL every sshd connection process but the
         listener: the connection running it drops mid-command, and a new connection is accepted."""
+        listener = self.root / "sshd.pid"
+        self._once_on(program, f'for p in $(pgrep -x sshd); do [ "$p" = "$(cat {listener})" ] || kill -KILL "$p"; done')
+
+    def _once_on(self, program: str, action: str) -> None:
+        """Wrap the system's PROGRAM: the first run does ACTION (shell), removes the wrapper, then runs PROGRAM."""
         real = shutil.which(program, path="/usr/sbin:/usr/bin:/sbin:/bin")
         if real is None:
             raise ValueError(f"{program} is not a system command (stand-ins in /usr/local/bin cannot be wrapped)")
-        listener = self.root / "sshd.pid"
-        self.install(program, f'rm -f "$0"; for p in $(pgrep -x sshd); do [ "$p" = "$(cat {listener})" ] || '
-                              f'kill -KILL "$p"; done; exec {real} "$@"')
+        self.install(program, f'rm -f "$0"; {action}; exec {real} "$@"')
 
     def install(self, name: str, script: str) -> Path:
         """Install an executable shell script as /usr/local/bin/NAME on this host only."""
