@@ -5,7 +5,6 @@ engine (a small HTTP server standing for the GPU engine process)."""
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 import urllib.error
@@ -16,6 +15,7 @@ import pytest
 
 from infra.gateway.caddy import GatewayPlan, GatewaySecrets, caddy_json, key_id
 from tests.support.caddy import caddy
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.gateway
 KEY = "sk-log-7d0c93b2e5a14f6890b1c2d3e4f5a6b7"
@@ -43,18 +43,13 @@ class Engine(BaseHTTPRequestHandler):
         pass
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
     """(base URL, state dir) of a running Caddy in front of the stand-in engine."""
     engine = ThreadingHTTPServer(("127.0.0.1", 0), Engine)
     threading.Thread(target=engine.serve_forever, daemon=True).start()
-    state, port = tmp_path_factory.mktemp("gw"), _free_port()
+    state, port = tmp_path_factory.mktemp("gw"), free_port()
     plan = GatewayPlan(str(state), (f"127.0.0.1:{engine.server_port}",), ("/v1/*",), "/health", "off",
                        http_port=port, access_log_days=7)
     conf = state / "caddy.json"

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from infra.gateway.caddy import GatewayPlan, GatewaySecrets, caddy_json
-from tests.gateway.test_gateway_access_log import Engine, _free_port
+from tests.gateway.test_gateway_access_log import Engine
+from tests.support.ports import free_port
 from tests.support.caddy import caddy
 from tests.support.realengine import TOOLS_BIN
 
@@ -52,7 +53,7 @@ def engine():
 
 def _plan(tmp_path, engine, **limits) -> GatewayPlan:
     return GatewayPlan(str(tmp_path), (f"127.0.0.1:{engine.server_port}",), ("/v1/*",), "/health", "off",
-                       http_port=_free_port(), hold_s=2, retry_after_s=9, **limits)
+                       http_port=free_port(), hold_s=2, retry_after_s=9, **limits)
 
 
 def _run(plan: GatewayPlan, keys=(KEY, OTHER)):

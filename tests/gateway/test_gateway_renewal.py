@@ -19,7 +19,8 @@ from http.server import ThreadingHTTPServer
 import pytest
 
 from infra.gateway.caddy import GatewayPlan, GatewaySecrets, caddy_config
-from tests.gateway.test_gateway_access_log import Engine, _free_port
+from tests.gateway.test_gateway_access_log import Engine
+from tests.support.ports import free_ports
 from tests.support.acme import start_acme
 from tests.support.caddy import caddy
 
@@ -53,7 +54,7 @@ def gateway(tmp_path):
     """(HTTPS port, Pebble's root) of a running Caddy with a Pebble certificate, in front of a stand-in engine."""
     engine = ThreadingHTTPServer(("127.0.0.1", 0), Engine)
     threading.Thread(target=engine.serve_forever, daemon=True).start()
-    http_port, https_port = _free_port(), _free_port()
+    http_port, https_port = free_ports(2)
     acme = start_acme(tmp_path / "acme", "127.0.0.1", "127.0.0.1", http_port=http_port, validity_s=LIFETIME_S,
                       name="localhost")
     state = tmp_path / "gw"

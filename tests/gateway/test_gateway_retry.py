@@ -12,7 +12,8 @@ from http.server import ThreadingHTTPServer
 import pytest
 
 from infra.gateway.caddy import GatewayPlan, GatewaySecrets, caddy_json
-from tests.gateway.test_gateway_access_log import Engine, _call, _free_port
+from tests.gateway.test_gateway_access_log import Engine, _call
+from tests.support.ports import free_port
 from tests.support.caddy import caddy
 
 pytestmark = pytest.mark.gateway
@@ -57,7 +58,7 @@ def gateway(tmp_path):
     """(base URL, dropper) of a running Caddy in front of one engine that answers and one that drops."""
     echo = ThreadingHTTPServer(("127.0.0.1", 0), Echo)
     threading.Thread(target=echo.serve_forever, daemon=True).start()
-    dropper, port = Dropper(), _free_port()
+    dropper, port = Dropper(), free_port()
     plan = GatewayPlan(str(tmp_path), (f"127.0.0.1:{dropper.port}", f"127.0.0.1:{echo.server_port}"), ("/v1/*",),
                        "/health", "off", http_port=port, balance="round_robin")
     conf = tmp_path / "caddy.json"

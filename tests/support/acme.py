@@ -17,21 +17,10 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.ports import free_ports
 from tests.support.realengine import TOOLS_BIN
 
 CERTS = TOOLS_BIN.parent / "pebble-certs"
-
-
-def _free_ports(bind: str, n: int) -> list[int]:
-    """N distinct ports free on BIND now (held open together while picked, so no two are the same)."""
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind((bind, 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def _wait_port(bind: str, port: int, what: str, proc: subprocess.Popen, log: Path) -> None:
@@ -84,12 +73,12 @@ def start_acme(folder: Path, bind: str, answer: str, http_port: int = 80, validi
     folder.mkdir(parents=True, exist_ok=True)
     for _ in range(2):
         try:
-            return _start(folder, bind, answer, http_port, validity_s, name, _free_ports(bind, 4))
+            return _start(folder, bind, answer, http_port, validity_s, name, free_ports(4, bind))
         except PortTaken:
             # a port picked free was taken before Pebble bound it (by any socket on this machine, an outgoing
             # connection's own port included): pick again (seen once in CI)
             continue
-    return _start(folder, bind, answer, http_port, validity_s, name, _free_ports(bind, 4))
+    return _start(folder, bind, answer, http_port, validity_s, name, free_ports(4, bind))
 
 
 class PortTaken(RuntimeError):

@@ -13,14 +13,14 @@ pytestmark = [pytest.mark.acme]
 def test_a_port_taken_before_pebble_binds_it_is_picked_again(tmp_path, monkeypatch):
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))  # bound, not listening: as an outgoing connection's own port holds it
-    real, calls = acme._free_ports, []
+    real, calls = acme.free_ports, []
 
-    def picks(bind: str, n: int) -> list[int]:
-        ports = real(bind, n)
+    def picks(n: int, bind: str) -> list[int]:
+        ports = real(n, bind)
         calls.append(ports)
         return ports[:2] + [taken.getsockname()[1]] + ports[3:] if len(calls) == 1 else ports
 
-    monkeypatch.setattr(acme, "_free_ports", picks)
+    monkeypatch.setattr(acme, "free_ports", picks)
     try:
         server = acme.start_acme(tmp_path, "127.0.0.1", "127.0.0.1", name="localhost")
     finally:

@@ -182,4 +182,17 @@ def test_kill_sshd_on_a_command_drops_the_connection_running_it(make_hosts):
     assert not host.sshd_listening()
     host.start_sshd()
     digest = hashlib.sha256(b"x\n").hexdigest()
-    assert run(ssh_connect(host), "echo x | sha256sum") == (0, f"{digest}  -\n")  # the wrapper is gone
+    assert run(ssh_connect(host), "echo x | sha256sum") == (0, f"{digest}  -\n")  # once: now the real one
+
+
+def test_a_one_shot_fault_acts_once_and_every_run_started_with_it_runs_the_real_program(make_hosts):
+    # Runs that start while the first one acts must not fail: a wrapper that removed itself was gone under a run
+    # the kernel had started ('cannot open'), and that read's exit 0 lost a line.
+    (host,) = make_hosts(1)
+    host.once_on("sha256sum", "echo acted >> /root/acted; sleep 0.3")
+    host.exec("for i in $(seq 20); do (echo x | sha256sum > /root/sum.$i 2>&1) & done; wait", check=True)
+    digest = hashlib.sha256(b"x\n").hexdigest()
+    assert [host.path(f"/root/sum.{i}").read_text() for i in range(1, 21)] == [f"{digest}  -\n"] * 20
+    assert host.path("/root/acted").read_text() == "acted\n" and host.fired("sha256sum")
+    host.unwrap("sha256sum")
+    assert not host.fired("sha256sum") and not host.path("/usr/local/bin/sha256sum").exists()

@@ -24,10 +24,11 @@ class RemoteFile:
 
 
 def state_command(paths: list[str]) -> str:
-    """Print 'MODE SHA256 PATH' for each existing path (one round trip)."""
+    """Print 'MODE SHA256 PATH' for each existing path (one round trip). A file that is there but cannot be read
+    ends the command with exit 3 and the reason on stderr: read as missing, it would be reported as drift."""
     quoted = " ".join(shlex.quote(p) for p in paths)
-    return (f"for p in {quoted}; do [ -f \"$p\" ] && printf '%s ' \"$(stat -c %a \"$p\")\" "
-            "&& sha256sum \"$p\"; done; true")
+    return (f"for p in {quoted}; do [ -f \"$p\" ] || continue; "
+            "m=$(stat -c %a \"$p\") && h=$(sha256sum \"$p\") || exit 3; printf '%s %s\\n' \"$m\" \"$h\"; done; true")
 
 
 def parse_state(text: str) -> dict[str, tuple[int, str]]:

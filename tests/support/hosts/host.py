@@ -175,22 +175,35 @@ class TestHost:
     def kill_sshd_on(self, program: str) -> None:
         """One-shot fault: the first time PROGRAM (e.g. 'curl') runs on the host, SIGKILL every sshd of the host.
 
-        The connection running it drops mid-command; the wrapper removes itself; start_sshd() to recover.
+        The connection running it drops mid-command; start_sshd() to recover.
         """
-        self._once_on(program, "pkill -KILL -x sshd")
+        self.once_on(program, "pkill -KILL -x sshd")
 
     def drop_connections_on(self, program: str) -> None:
         """One-shot fault: the first time PROGRAM runs on the host, SIGKILL every sshd connection process but the
         listener: the connection running it drops mid-command, and a new connection is accepted."""
         listener = self.root / "sshd.pid"
-        self._once_on(program, f'for p in $(pgrep -x sshd); do [ "$p" = "$(cat {listener})" ] || kill -KILL "$p"; done')
+        self.once_on(program, f'for p in $(pgrep -x sshd); do [ "$p" = "$(cat {listener})" ] || kill -KILL "$p"; done')
 
-    def _once_on(self, program: str, action: str) -> None:
-        """Wrap the system's PROGRAM: the first run does ACTION (shell), removes the wrapper, then runs PROGRAM."""
+    def once_on(self, program: str, action: str) -> None:
+        """Wrap the system's PROGRAM: the first run does ACTION (shell), then every run runs PROGRAM.
+
+        The wrapper stays in place and an atomic mkdir picks the one run that acts: a wrapper that removed itself
+        failed a command starting it at that moment ('cannot open'), which a concurrent read then took for data.
+        """
         real = shutil.which(program, path="/usr/sbin:/usr/bin:/sbin:/bin")
         if real is None:
             raise ValueError(f"{program} is not a system command (stand-ins in /usr/local/bin cannot be wrapped)")
-        self.install(program, f'rm -f "$0"; {action}; exec {real} "$@"')
+        self.install(program, f'mkdir "$0.fired" 2>/dev/null && {{ {action}; }}; exec {real} "$@"')
+
+    def fired(self, program: str) -> bool:
+        """Whether the one-shot fault on PROGRAM has acted."""
+        return (self.root / "bin" / f"{program}.fired").is_dir()
+
+    def unwrap(self, program: str) -> None:
+        """Take a one-shot fault's wrapper (and its mark) off PROGRAM."""
+        (self.root / "bin" / program).unlink(missing_ok=True)
+        shutil.rmtree(self.root / "bin" / f"{program}.fired", ignore_errors=True)
 
     def install(self, name: str, script: str) -> Path:
         """Install an executable shell script as /usr/local/bin/NAME on this host only."""

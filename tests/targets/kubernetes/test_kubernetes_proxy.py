@@ -13,14 +13,10 @@ import urllib.request
 import pytest
 
 from infra.targets.kubernetes.weights import TEMPLATES
+from tests.support.ports import free_port
 
 KEY = "sk-test-0123456789abcdef"
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class _Engine(http.server.BaseHTTPRequestHandler):
@@ -42,7 +38,7 @@ def proxy(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("proxy")
     engine = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Engine)
     threading.Thread(target=engine.serve_forever, daemon=True).start()
-    port = _free_port()
+    port = free_port()
     env = {"INFERRY_API_KEY": KEY, "INFERRY_PORT": f"127.0.0.1:{port}",
            "INFERRY_ENGINE_PORT": str(engine.server_address[1]), "INFERRY_HEALTH_PATH": "/health",
            "INFERRY_METRICS_PATH": "/metrics"}

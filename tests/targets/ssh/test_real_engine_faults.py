@@ -230,6 +230,7 @@ def test_host_lost_in_its_turn_of_a_rolling_update_fails_alone(world):
         assert all("56" in world.hosts[i].engine_starts()[-1]["argv"] for i in others)
     finally:
         lost.start_sshd()
+        lost.unwrap("setsid")
         for i in others:
             (world.hosts[i].root / "bin" / "sha256sum").unlink(missing_ok=True)
     for h in world.hosts:

@@ -210,7 +210,9 @@ def test_refresh_records_drift_and_up_repairs_it(world):
     # and the connection to the first host drops under its reads (a network blip): they are asked again
     world.hosts[0].drop_connections_on("sha256sum")
     r = world.project.inferry("refresh", "two")
-    assert not (world.hosts[0].root / "bin" / "sha256sum").exists(), "the connection never dropped"
+    dropped = world.hosts[0].fired("sha256sum")
+    world.hosts[0].unwrap("sha256sum")
+    assert dropped, "the connection never dropped"
     assert "  drift: ssh-re1-service: the engine service is not running\n" in r.stdout, r.stdout
     assert f"  drift: ssh-re2-service: {edited} changed\n" in r.stdout and r.stdout.count("drift:") == 2
     world.project.pulumi("refresh", "--yes", "--stack", "two")  # as typed: the same reads, the same state

@@ -7,8 +7,9 @@ import socket
 
 import pytest
 
-from infra.errors import ConnectionLost
+from infra.errors import ConnectionLost, RemoteError
 from infra.targets.ssh import pool
+from infra.targets.ssh.files import parse_state, state_command
 from infra.targets.ssh.session import Conn, Session
 
 
@@ -54,7 +55,7 @@ def test_a_read_the_connection_drops_under_is_asked_again_on_a_new_connection(ma
     h.drop_connections_on("sha256sum")
     res = pool.read(_conn(h), key, lambda s: s.run("echo x | sha256sum", "read a digest"))
     assert res.out == hashlib.sha256(b"x\n").hexdigest() + "  -\n"
-    assert not first.alive and not (h.root / "bin" / "sha256sum").exists()  # it did drop: the fault fired
+    assert not first.alive and h.fired("sha256sum")  # it did drop: the fault fired
     pool.close_all()
 
 
@@ -68,3 +69,19 @@ def test_a_step_that_changes_the_host_is_never_asked_again(make_hosts, host_netw
     assert "apply again" in e.value.fix
     assert h.path("/root/once").read_text() == "x\n"
     pool.close_all()
+
+
+def test_a_file_the_host_cannot_hash_fails_the_read_instead_of_reading_as_missing(session: Session):
+    # Read as missing, it was reported as drift ('... missing') while the file was there all along.
+    session.run("mkdir -p /root/st && echo a > /root/st/a && echo b > /root/st/b", "files")
+    paths = ["/root/st/a", "/root/st/b", "/root/st/absent"]
+    digest = hashlib.sha256(b"b\n").hexdigest()
+    assert parse_state(session.run(state_command(paths), "read").out)["/root/st/b"] == (0o644, digest)
+    assert set(parse_state(session.run(state_command(paths), "read").out)) == {"/root/st/a", "/root/st/b"}
+    session.run("mkdir -p /usr/local/bin && printf '#!/bin/sh\\necho \"sha256sum: $1: Input/output error\" >&2; "
+                "exit 1\\n' > /usr/local/bin/sha256sum && chmod +x /usr/local/bin/sha256sum", "a failing disk")
+    try:
+        with pytest.raises(RemoteError, match=r"read failed \(exit 3\): sha256sum: /root/st/a: Input/output error"):
+            session.run(state_command(paths), "read")
+    finally:
+        session.run("rm -f /usr/local/bin/sha256sum", "clean up")
