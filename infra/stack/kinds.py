@@ -11,8 +11,6 @@ import typing
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from pydantic import Field
-
 
 class Kinds:
     """The sections one stack key (`engine:`, `target:`) may hold, by kind, as its room registered them."""
@@ -89,6 +87,8 @@ class Section:
 
     def union(self) -> Any:
         """Annotated[Union[sections...], discriminator kind]: what the field's type is once registered."""
+        from pydantic import Field  # here: registering the kinds (every CLI command does) imports no pydantic
+
         sections = self.kinds.sections()
         if len(sections) == 1:  # a discriminator needs a union of two or more
             return sections[0]

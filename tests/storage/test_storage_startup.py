@@ -11,7 +11,7 @@ import pytest
 from cli.main import COMMANDS, MODULES, build
 from tests.conftest import ROOT
 
-HEAVY = ("boto3", "pulumi", "jinja2", "rich", "infra.stack.config", "infra.lifecycle.deployer", "botocore")
+HEAVY = ("boto3", "pulumi", "jinja2", "rich", "infra.stack.config", "infra.lifecycle.deployer", "botocore", "pydantic")
 # Runs the console-script entry point as `inferry ARGS` does, then reports which heavy modules it imported.
 PROBE = """
 import json, sys
@@ -48,9 +48,9 @@ def test_every_command_of_the_app_is_dispatched_to_the_module_that_registers_it(
     (("validate", str(ROOT / "stacks" / "Pulumi.eu-ssh.yaml")),
      {"boto3", "botocore", "pulumi", "jinja2", "rich", "infra.lifecycle.deployer"}),
     (("weights", "pull", "/nonexistent-folder", "--endpoint", "http://127.0.0.1:9", "--bucket", "abc",
-      "--prefix", "m"), {"boto3", "pulumi", "jinja2", "infra.stack.config", "infra.lifecycle.deployer"}),
+      "--prefix", "m"), {"boto3", "pulumi", "jinja2", "infra.stack.config", "infra.lifecycle.deployer", "pydantic"}),
     (("weights", "push", "/nonexistent-folder", "--endpoint", "http://127.0.0.1:9", "--bucket", "abc",
-      "--prefix", "m"), {"boto3", "pulumi", "jinja2", "infra.stack.config", "infra.lifecycle.deployer"}),
+      "--prefix", "m"), {"boto3", "pulumi", "jinja2", "infra.stack.config", "infra.lifecycle.deployer", "pydantic"}),
 ])
 def test_a_command_imports_only_what_it_needs(args, absent, monkeypatch):
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
