@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -41,7 +42,7 @@ def fresh_hosts(network, names: list[str]) -> Iterator[list]:
 @contextmanager
 def bench_world(prefix: str, keys: tuple[str, str] = KEYS) -> Iterator[tuple[Path, Any, Any]]:
     """(a scratch folder, the test hosts' network, an S3 server the hosts reach with these keys), torn down
-    after."""
+    after (the folder removed too: a bench's models are GiBs)."""
     import tempfile
 
     from tests.support.hosts.network import HostNetwork
@@ -54,6 +55,7 @@ def bench_world(prefix: str, keys: tuple[str, str] = KEYS) -> Iterator[tuple[Pat
             yield tmp, network, server
         finally:
             server.stop()
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def deployment(hosts, server) -> dict:

@@ -1,0 +1,116 @@
+"""Benchmark (not a test): the SSH hosts' weight fetch (fetch.sh, as `inferry up` runs it) against `s5cmd cp`.
+
+    .venv/bin/python bench/fetch.py --size-gib 2 --reps 6
+
+One model (shards of --shard-mib and small files) in a local `rclone serve s3`, fetched into a fresh folder by
+three commands, interleaved (the order rotating each repetition), dirty pages flushed before each run:
+- fetch.sh with the byte ranges `inferry up` sends (a shard larger than the range size comes in ranges);
+- fetch.sh with one request per file (what it did before ranges);
+- `s5cmd cp` of the prefix, with its defaults (it checks nothing of its own; fetch.sh checks every sha256).
+Prints medians and bests and s5cmd/fetch.sh (> 1: fetch.sh is faster). The server runs on the same cores.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.weights import make_model, tool  # noqa: E402
+from infra.storage.presign import presign_model  # noqa: E402
+from infra.storage.settings import MiB, StoreSettings  # noqa: E402
+from infra.storage.sync import push  # noqa: E402
+from infra.targets.ssh.weights import fetch_lines, range_bytes  # noqa: E402
+from tests.support.servers.s3 import S3Server  # noqa: E402
+
+KEYS = ("bench-access-key", "bench-secret-key-0123456789")
+BUCKET = "bench"
+SCRIPT = (ROOT / "infra" / "targets" / "ssh" / "scripts" / "fetch.sh").read_text()
+
+
+def commands(server: S3Server, lines: dict[str, str], parallel: int) -> dict[str, Callable[[str], None]]:
+    """Each case: a function that fetches the model into a folder (exits the bench when it fails)."""
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": KEYS[0], "AWS_SECRET_ACCESS_KEY": KEYS[1], "AWS_REGION": server.region}
+
+    def script(text: str) -> Callable[[str], None]:
+        return lambda d: _run(["sh", "-c", f"set -- {d} {parallel}; {SCRIPT}"], env, text)
+
+    cases = {name: script(text) for name, text in lines.items()}
+    cases["s5cmd cp"] = lambda d: _run([tool("s5cmd"), "--endpoint-url", server.endpoint, "cp",
+                                        f"s3://{BUCKET}/m/*", f"{d}/"], env, "")
+    return cases
+
+
+def _run(cmd: list[str], env: dict[str, str], stdin: str) -> None:
+    proc = subprocess.run(cmd, input=stdin, env=env, text=True, capture_output=True)
+    if proc.returncode:
+        sys.exit(f"{Path(cmd[0]).name} failed: {proc.stderr.strip()[-500:]}")
+
+
+def main() -> None:
+    """Set up the store, time the three fetches, print the table."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size-gib", type=float, default=2)
+    ap.add_argument("--shard-mib", type=int, default=512)
+    ap.add_argument("--reps", type=int, default=6)
+    ap.add_argument("--parallel", type=int, default=8, help="fetch.sh's parallel requests (target default: 8)")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="inferry-bench-fetch-"))
+    try:
+        with S3Server(work / "s3", *KEYS) as server:
+            server.bucket(BUCKET)
+            settings = StoreSettings(server.endpoint, server.region, BUCKET, *KEYS)
+            make_model(work / "model", int(args.size_gib * (1 << 30)), args.shard_mib * MiB)
+            push(settings, work / "model", "m", show=False)
+            shutil.rmtree(work / "model")
+            files = list(presign_model(settings, "m").files)
+            total = sum(f.size for f in files)
+            lines = {"fetch.sh, ranges": fetch_lines(files, range_bytes(total, args.parallel)),
+                     "fetch.sh, one request per file": fetch_lines(files, max(f.size for f in files))}
+            cases = commands(server, lines, args.parallel)
+            cases["s5cmd cp"](str(work / "warm"))  # the server computes each object's MD5 once, before timing
+            shutil.rmtree(work / "warm")
+            times = timed(cases, work / "out", args.reps)
+        report(times, f"{total / (1 << 30):.1f} GiB in {len(files)} files, shards of {args.shard_mib} MiB, "
+                      f"range size {range_bytes(total, args.parallel) // MiB} MiB, {os.cpu_count()} CPUs")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def timed(cases: dict, out: Path, reps: int) -> dict[str, list[float]]:
+    """Seconds of each case per repetition, the order rotating."""
+    names, times = list(cases), {name: [] for name in cases}
+    for r in range(reps):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            shutil.rmtree(out, ignore_errors=True)
+            os.sync()
+            t0 = time.perf_counter()
+            cases[name](str(out))
+            times[name].append(time.perf_counter() - t0)
+        print(f"  rep {r + 1}/{reps} done", flush=True)
+    return times
+
+
+def report(times: dict[str, list[float]], conditions: str) -> None:
+    """Median and best of each case, and s5cmd's over it."""
+    floor = times["s5cmd cp"]
+    print(f"\n{conditions}\n")
+    print("| command | median | best | s5cmd/this median | s5cmd/this best |")
+    print("|---|---|---|---|---|")
+    for name, secs in times.items():
+        med, best = statistics.median(secs), min(secs)
+        print(f"| {name} | {med:.2f} s | {best:.2f} s | {statistics.median(floor) / med:.2f}x "
+              f"| {min(floor) / best:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
