@@ -116,7 +116,8 @@ def ensure_weights(a: WeightsArgs, private_key: str, entries: list[PresignedFile
                           f"{free / gib:.2f} GiB is free (short by {(need - free) / gib:.2f} GiB)",
                           "free disk or point target.weights_cache at a larger volume, then apply again",
                           where=f"host {a.conn.label}")
-    lines = fetch_lines(entries, range_bytes(sum(e.size for e in missing), a.parallel))
+    # What is missing by size, else (a changed manifest, or full) whatever fails its hash: at most all of it.
+    lines = fetch_lines(entries, range_bytes(sum(e.size for e in missing) or total, a.parallel))
     res = s.run(f"set -- {d} {a.parallel}; {script('fetch.sh')}", "fetch weights", stdin=lines, check=False,
                 timeout=24 * 3600)
     if res.code != 0:

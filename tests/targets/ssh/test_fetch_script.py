@@ -47,13 +47,13 @@ def stub(tmp_path: Path, name: str, script: str) -> None:
     (folder / name).chmod(0o755)
 
 
-def fetch(dest: Path, lines: str, hasher: str, tmp_path: Path) -> subprocess.CompletedProcess:
+def fetch(dest: Path, lines: str, hasher: str, tmp_path: Path, parallel: int = 4) -> subprocess.CompletedProcess:
     """fetch.sh as the host runs it (`set -- DIR PARALLEL` then the script), with a broken openssl first on PATH
     for `sha256sum`, and the stubs()."""
     if hasher == "sha256sum":
         stub(tmp_path, "openssl", "exit 1")
     path = f"{tmp_path / 'stubs'}:/usr/bin:/bin"
-    return subprocess.run(["sh", "-c", f"set -- {dest} 4; {SCRIPT.read_text()}"], input=lines, text=True,
+    return subprocess.run(["sh", "-c", f"set -- {dest} {parallel}; {SCRIPT.read_text()}"], input=lines, text=True,
                           capture_output=True, env={"PATH": path}, timeout=120, check=False)
 
 
@@ -114,6 +114,16 @@ def test_a_file_larger_than_the_range_size_comes_in_ranges_side_by_side(presigne
     assert sorted(a for a in asked if a != "whole") == sorted(ranges)
     assert asked.count("whole") == len(presigned) - 2  # the 1 MiB shard and the small files: one request each
     assert not list(dest.rglob("*.part.*"))
+
+
+def test_a_file_comes_in_at_most_twice_as_many_ranges_as_the_parallel_files(presigned, tmp_path):
+    log, dest = _logging_curl(tmp_path), tmp_path / "weights"
+    r = fetch(dest, fetch_lines(presigned, 1 * MiB), "openssl", tmp_path, parallel=1)
+    assert r.returncode == 0, r.stderr
+    for e in presigned:
+        assert hashlib.sha256((dest / e.path).read_bytes()).hexdigest() == e.sha256, e.path
+    assert sorted(a for a in log.read_text().split() if a != "whole") == sorted(
+        ["0-1048575", "1048576-3145727", "0-2097151", "2097152-4194367"])  # 2 each, not 3 and 4
 
 
 def test_a_range_that_fails_is_asked_again_and_the_file_is_whole(presigned, tmp_path):

@@ -24,8 +24,9 @@ get_range() {  # FROM TO: those bytes of $url written at FROM in $tmp; a failed 
   done
   rm -f "$tmp.$1" && return 1
 }
-download() {  # SIZE RANGE: $url into $tmp; a file of about two RANGEs or more in ranges of about RANGE, side by side
-  ranges=$((($1 + $2 / 2) / $2))
+download() {  # SIZE RANGE: $url into $tmp; a file of about two RANGEs or more in ranges of about RANGE, side by
+  # side, at most twice PARALLEL of them
+  ranges=$((($1 + $2 / 2) / $2)) && [ "$ranges" -le $((2 * par)) ] || ranges=$((2 * par))
   if [ "$ranges" -lt 2 ]; then
     printf 'url = "%s"\n' "$url" | curl -fsS --retry 3 --retry-delay 1 -o "$tmp" -K -
     return
@@ -35,7 +36,7 @@ download() {  # SIZE RANGE: $url into $tmp; a file of about two RANGEs or more i
   : > "$tmp" || return 1
   from=0 nth=1
   while [ "$from" -lt "$1" ]; do
-    to=$((from + step - 1)) && [ "$nth" -lt "$ranges" ] || to=$(($1 - 1))
+    to=$((from + step - 1)) && [ "$nth" -lt "$ranges" ] && [ "$to" -lt "$1" ] || to=$(($1 - 1))
     { get_range "$from" "$to" || : > "$tmp.failed"; } &
     from=$((to + 1)) nth=$((nth + 1))
   done
