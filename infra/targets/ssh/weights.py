@@ -81,8 +81,8 @@ def range_bytes(fetch_bytes: int, parallel: int) -> int:
     """Bytes per ranged GET: what there is to fetch spread over twice `parallel` requests, at least RANGE_MIN.
     A store serves each connection at a bounded rate (about 0.45 GB/s from the test server here, less from a
     cloud's S3), so a model of few large shards fetched one request per file used few connections: 4 shards, 4
-    connections. 2 GiB in 4 shards here (bench/fetch.py): one request per file 4.30 s, 8 ranges 3.89 s, 16
-    ranges 3.33 s. A model of many shards keeps one request per file."""
+    connections. 2 GiB in 4 shards here (bench/fetch.py): one request per file 4.05 s, 16 ranges 3.08 s (8
+    ranges 3.89 s; s5cmd 1.81 s). A model of many shards keeps one request per file."""
     return max(RANGE_MIN, -(-fetch_bytes // max(1, 2 * parallel)))
 
 
