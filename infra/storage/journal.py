@@ -36,15 +36,21 @@ class OpenUpload:
 
 
 class Journal:
-    """Files completed and uploads open under one store prefix; saved as they change."""
+    """Files completed and uploads open under one store prefix; saved as they change.
+
+    Completed files go to an append-only log, one short line each (a rewrite of the whole record per file
+    held the lock the push's feeding thread waits on); `flush` folds the log into the record.
+    """
 
     def __init__(self, settings: StoreSettings, prefix: str):
         ident = f"{settings.endpoint.rstrip('/')}|{settings.bucket}|{prefix.strip('/')}"
         name = hashlib.sha256(ident.encode()).hexdigest()[:24]
         self.path = cache_dir().parent / "journal" / f"{name}.json"
         self._uploads_path = self.path.with_name(f"{name}.uploads.json")
+        self._log_path = self.path.with_name(f"{name}.done.log")
         self._lock = threading.Lock()
         self.done: dict[str, list] = _load(self.path)
+        _replay(self._log_path, self.done)
         self.uploads = {p: OpenUpload(**u) for p, u in _load(self._uploads_path).items()
                         if isinstance(u, dict) and set(u) == set(OpenUpload.__dataclass_fields__)}
         self.resumed: set[str] = set()  # upload ids this run resumed (not to be swept)
@@ -57,13 +63,32 @@ class Journal:
         """Remember a completed file (best effort: a read-only home only costs re-sending)."""
         with self._lock:
             self.done[e.path] = [e.size, e.sha256]
-            _save(self.path, self.done)
+            self._append([[e.path, e.size, e.sha256]])
 
     def forget(self, paths: list[str]) -> None:
-        """Drop entries about to be overwritten (a new upload of the path has begun)."""
+        """Drop entries about to be overwritten (a new upload of the path has begun), on disk before it starts:
+        a push killed mid-way must not find the old record of a file it was replacing (--repair)."""
         with self._lock:
             for p in paths:
                 self.done.pop(p, None)
+            self._append([[p] for p in paths])
+
+    def flush(self) -> None:
+        """Fold the log of completed files into the record (the record first: replaying the log again is
+        harmless)."""
+        with self._lock:
+            if self._log_path.exists():
+                _save(self.path, self.done)
+                self._log_path.unlink(missing_ok=True)
+
+    def _append(self, entries: list[list]) -> None:
+        try:
+            self._log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self._log_path, "a") as f:
+                # Each line starts with its newline: one a kill cut short stays a line of its own.
+                f.write("".join("\n" + json.dumps(x) for x in entries))
+        except OSError:
+            pass  # best effort, as _save
 
     def begin_upload(self, u: OpenUpload) -> None:
         """Remember a multipart upload just created (before any of its parts is sent)."""
@@ -74,7 +99,7 @@ class Journal:
 
     def part_done(self, upload_id: str, number: int, etag: str) -> None:
         """Append one acknowledged part: one short line per part, never a rewrite of the whole journal."""
-        line = json.dumps([number, etag]) + "\n"
+        line = "\n" + json.dumps([number, etag])  # a line a kill cut short stays a line of its own
         with self._lock:
             try:
                 with open(self._parts_path(upload_id), "a") as f:
@@ -116,6 +141,23 @@ def _load(path: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return doc if isinstance(doc, dict) else {}
+
+
+def _replay(path: Path, done: dict[str, list]) -> None:
+    """Apply the log of completed ([path, size, sha256]) and forgotten ([path]) files to done."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by a kill
+        if isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str):
+            done[entry[0]] = entry[1:]
+        elif isinstance(entry, list) and len(entry) == 1 and isinstance(entry[0], str):
+            done.pop(entry[0], None)
 
 
 def _save(path: Path, doc: dict) -> None:

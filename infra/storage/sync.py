@@ -128,6 +128,7 @@ def push(settings: StoreSettings, folder: Path, prefix: str, show: bool | None =
         moved, resumed = _run(settings, f"push {prefix}", pending, show, start)
     finally:
         cache.save()
+        journal.flush()
     sweep(store, before, journal)
     manifest = Manifest(tuple(entries), source=f"file://{folder.resolve()}")
     present = tuple(sorted(e.path for e in entries if e not in todo))
@@ -229,7 +230,10 @@ def copy(src: StoreSettings, src_prefix: str, dst: StoreSettings, dst_prefix: st
     def start(pool: Pool, meter: Meter) -> list[Future]:
         return drive(job(pool, meter, e) for e in todo)
 
-    moved, _ = _run(dst, f"copy {src_prefix}", sum(e.size for e in todo), show, start)
+    try:
+        moved, _ = _run(dst, f"copy {src_prefix}", sum(e.size for e in todo), show, start)
+    finally:
+        journal.flush()
     sweep(d, before, journal)
     copied = Manifest(manifest.files, source=f"s3://{src.bucket}/{src_prefix} at {src.endpoint}")
     rm.write_manifest(d, dst_prefix, copied)
