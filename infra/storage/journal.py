@@ -38,8 +38,9 @@ class OpenUpload:
 class Journal:
     """Files completed and uploads open under one store prefix; saved as they change.
 
-    Completed files go to an append-only log, one short line each (a rewrite of the whole record per file
-    held the lock the push's feeding thread waits on); `flush` folds the log into the record.
+    Completed and forgotten files go to an append-only log, one short line each, so a forget is on disk
+    before the upload that replaces the file starts (a push killed mid-file must not skip it next run);
+    `flush` folds the log into the record.
     """
 
     def __init__(self, settings: StoreSettings, prefix: str):
@@ -63,7 +64,7 @@ class Journal:
         """Remember a completed file (best effort: a read-only home only costs re-sending)."""
         with self._lock:
             self.done[e.path] = [e.size, e.sha256]
-            self._append([[e.path, e.size, e.sha256]])
+            _append_lines(self._log_path, [[e.path, e.size, e.sha256]])
 
     def forget(self, paths: list[str]) -> None:
         """Drop entries about to be overwritten (a new upload of the path has begun), on disk before it starts:
@@ -71,7 +72,7 @@ class Journal:
         with self._lock:
             for p in paths:
                 self.done.pop(p, None)
-            self._append([[p] for p in paths])
+            _append_lines(self._log_path, [[p] for p in paths])
 
     def flush(self) -> None:
         """Fold the log of completed files into the record (the record first: replaying the log again is
@@ -80,15 +81,6 @@ class Journal:
             if self._log_path.exists():
                 _save(self.path, self.done)
                 self._log_path.unlink(missing_ok=True)
-
-    def _append(self, entries: list[list]) -> None:
-        try:
-            self._log_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self._log_path, "a") as f:
-                # Each line starts with its newline: one a kill cut short stays a line of its own.
-                f.write("".join("\n" + json.dumps(x) for x in entries))
-        except OSError:
-            pass  # best effort, as _save
 
     def begin_upload(self, u: OpenUpload) -> None:
         """Remember a multipart upload just created (before any of its parts is sent)."""
@@ -99,27 +91,19 @@ class Journal:
 
     def part_done(self, upload_id: str, number: int, etag: str) -> None:
         """Append one acknowledged part: one short line per part, never a rewrite of the whole journal."""
-        line = "\n" + json.dumps([number, etag])  # a line a kill cut short stays a line of its own
         with self._lock:
-            try:
-                with open(self._parts_path(upload_id), "a") as f:
-                    f.write(line)
-            except OSError:
-                pass  # best effort: an unjournaled part is checked against the local bytes instead
+            # best effort: an unjournaled part is checked against the local bytes instead
+            _append_lines(self._parts_path(upload_id), [[number, etag]])
 
     def parts(self, upload_id: str) -> dict[int, str]:
         """{part number: ETag} of the parts the store acknowledged for an upload."""
-        try:
-            lines = self._parts_path(upload_id).read_text().splitlines()
-        except OSError:
-            return {}
         found: dict[int, str] = {}
-        for line in lines:
+        for entry in _json_lines(self._parts_path(upload_id)):
             try:
-                number, etag = json.loads(line)
+                number, etag = entry
                 found[int(number)] = str(etag)
             except (ValueError, TypeError):
-                continue  # a line cut short by a kill
+                continue
         return found
 
     def end_upload(self, path: str) -> None:
@@ -145,19 +129,37 @@ def _load(path: Path) -> dict:
 
 def _replay(path: Path, done: dict[str, list]) -> None:
     """Apply the log of completed ([path, size, sha256]) and forgotten ([path]) files to done."""
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return
-    for line in lines:
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue  # a line cut short by a kill
+    for entry in _json_lines(path):
         if isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str):
             done[entry[0]] = entry[1:]
         elif isinstance(entry, list) and len(entry) == 1 and isinstance(entry[0], str):
             done.pop(entry[0], None)
+
+
+def _append_lines(path: Path, entries: list[list]) -> None:
+    """Append JSON lines to a log (best effort, as _save)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as f:
+            # Each line starts with its newline: one a kill cut short stays a line of its own.
+            f.write("".join("\n" + json.dumps(x) for x in entries))
+    except OSError:
+        pass
+
+
+def _json_lines(path: Path) -> list:
+    """The JSON values of a log's lines, skipping any a kill cut short."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
 
 
 def _save(path: Path, doc: dict) -> None:
