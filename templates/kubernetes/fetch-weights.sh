@@ -6,9 +6,8 @@
 # link to it; the least recently used go first when a new one would pass CACHE_BYTES.
 # Values come from the environment, never inlined.
 set -eu
+. "$(dirname "$0")/store.sh"
 src="s3://${BUCKET}/${PREFIX}"
-mkdir -p "${HOME}/.aws"  # path-style addressing for S3-compatible stores (no `aws configure`: one CLI start less)
-printf '[default]\ns3 =\n    addressing_style = %s\n' "${ADDRESSING_STYLE:-path}" > "${HOME}/.aws/config"
 
 unchanged() {  # $1: a kept model; true when its record (.verified's second line) still holds
   [ -f "$1/.verified" ] && [ -f "$1/.files" ] || return 1
@@ -37,7 +36,7 @@ if [ -n "${CACHE_DIR:-}" ]; then
   incoming="${CACHE_DIR}/.incoming"
   me=$(uname -n)  # the pod's name: a restarted fetch resumes its own staging folder
   mkdir -p "${incoming}" "$(dirname "${WEIGHTS_DIR}")"
-  aws s3 cp --only-show-errors "${src}/${MANIFEST}" "${incoming}/${me}.manifest"
+  copy_one "${src}/${MANIFEST}" "${incoming}/${me}.manifest"
   want=$(sha256sum "${incoming}/${me}.manifest" | cut -d' ' -f1)
   if unchanged "${CACHE_DIR}/${want}"; then
     echo "weights: the node cache holds manifest ${want}; nothing to fetch"
@@ -45,26 +44,26 @@ if [ -n "${CACHE_DIR:-}" ]; then
     rm -rf "${CACHE_DIR:?}/${want}"  # a copy whose files changed since they were verified is not used
     need=$(grep -o '"size": *[0-9]*' "${incoming}/${me}.manifest" | awk -F: '{s += $2} END {printf "%.0f", s}')
     make_room "${need}" "${want}"
-    aws s3 sync --only-show-errors "${src}" "${incoming}/${want}.${me}"
+    get_tree "${src}" "${incoming}/${want}.${me}"
     echo "weights: fetched ${src} for manifest ${want} into the node cache"
   fi
   rm -f "${incoming}/${me}.manifest"
   ln -sfn "${CACHE_DIR}/${want}" "${WEIGHTS_DIR}"
 else
   mkdir -p "${WEIGHTS_DIR}"
-  aws s3 cp --only-show-errors "${src}/${MANIFEST}" "${WEIGHTS_DIR}/.manifest.new"
+  copy_one "${src}/${MANIFEST}" "${WEIGHTS_DIR}/.manifest.new"
   want=$(sha256sum "${WEIGHTS_DIR}/.manifest.new" | cut -d' ' -f1)
   if [ -f "${WEIGHTS_DIR}/.verified" ] && [ "$(cat "${WEIGHTS_DIR}/.verified")" = "${want}" ]; then
     echo "weights: cache holds verified manifest ${want}; nothing to fetch"
   else
-    # sync transfers only what differs: a second run after an interruption resumes.
-    aws s3 sync --only-show-errors "${src}" "${WEIGHTS_DIR}"
+    # Only what differs is fetched: a second run after an interruption resumes.
+    get_tree "${src}" "${WEIGHTS_DIR}"
     echo "weights: fetched ${src} for manifest ${want}"
   fi
   rm -f "${WEIGHTS_DIR}/.manifest.new"
 fi
 if [ -n "${BUILD_PREFIX:-}" ]; then
   mkdir -p "${BUILD_DIR}"
-  aws s3 sync --only-show-errors "s3://${BUCKET}/${BUILD_PREFIX}" "${BUILD_DIR}"
+  get_tree "s3://${BUCKET}/${BUILD_PREFIX}" "${BUILD_DIR}"
   echo "engine: fetched s3://${BUCKET}/${BUILD_PREFIX}"
 fi

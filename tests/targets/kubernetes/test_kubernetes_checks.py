@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,8 @@ import yaml
 
 from infra.targets.kubernetes.weights import TEMPLATES, VERIFY_SCRIPT
 from tests.support.kubernetes_stacks import K8S_STACK
+from tests.support.servers.hostile_s3 import HostileStore
+from tests.support.servers.s3 import client_path
 
 ZERO = {"engine": "keda", "min_replicas": 0, "max_replicas": 2, "scale_to_zero": True}
 BAD = [
@@ -75,6 +78,22 @@ def test_an_ingress_without_the_gateway_is_warned_and_the_printed_fix_clears_it(
     result = cli("validate", _stack(tmp_path, {"ingress": {"host": "llm.example.eu", "tls_secret": "llm-tls"},
                                                "gateway": fixed}))
     assert result.exit_code == 0 and "target.ingress" not in result.output, result.output
+
+
+def test_a_store_s5cmd_cannot_address_asks_for_an_aws_cli_image_and_the_printed_fix_validates(cli, tmp_path):
+    doc = yaml.safe_load(K8S_STACK.read_text())
+    doc["config"]["inferry:deployment"]["storage"]["addressing_style"] = "virtual"
+    path = tmp_path / "Pulumi.case.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    result = cli("validate", str(path))
+    line = next((ln for ln in result.output.splitlines() if "• target.fetch_image" in ln), "")
+    assert result.exit_code == 1 and "path-style only" in line, result.output
+    fix = re.search(r"set target.fetch_image to an image with the aws CLI, such as (\S+)", result.output)
+    assert fix is not None, result.output
+    doc["config"]["inferry:deployment"]["target"]["fetch_image"] = fix.group(1)
+    path.write_text(yaml.safe_dump(doc))
+    result = cli("validate", str(path))
+    assert result.exit_code == 0 and "target.fetch_image" not in result.output, result.output
 
 
 def test_validate_accepts_the_bundled_kubernetes_stack(cli):
@@ -143,10 +162,10 @@ def test_verify_script_refuses_a_digest_that_is_not_a_sha256(tmp_path):
     assert result.returncode == 1 and "64 lowercase hex digits" in result.stderr
 
 
-def _fetch(s3_server, root, home, build_dir):
+def _fetch(s3_server, root, home, build_dir, tool):
     from infra.targets.kubernetes.weights import FETCH_SCRIPT
 
-    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(home), "BUCKET": "weights",
+    env = {"PATH": client_path(home.parent / "bin", tool), "HOME": str(home), "BUCKET": "weights",
            "PREFIX": "m", "WEIGHTS_DIR": str(root), "AWS_ENDPOINT_URL": s3_server.endpoint,
            "AWS_DEFAULT_REGION": s3_server.region, "AWS_ACCESS_KEY_ID": s3_server.access_key,
            "AWS_SECRET_ACCESS_KEY": s3_server.secret_key, "ADDRESSING_STYLE": "path",
@@ -155,8 +174,9 @@ def _fetch(s3_server, root, home, build_dir):
                           check=False, timeout=120)
 
 
-def test_fetch_script_pulls_from_a_real_store_then_verifies_then_skips(s3_server_factory, tmp_path):
-    """The init container's script, run for real: aws CLI against rclone's S3 server (its own: rclone caches
+@pytest.mark.parametrize("tool", ["s5cmd", "aws"])
+def test_fetch_script_pulls_from_a_real_store_then_verifies_then_skips(s3_server_factory, tmp_path, tool):
+    """The init container's script, run for real: s5cmd or the aws CLI against rclone's S3 server (its own: rclone caches
     directory listings, so buckets made on disk must exist before the first listing)."""
     s3_server = s3_server_factory()
     store = _model(tmp_path / "store", {"config.json": b"{}", "model.safetensors": b"w" * 70000})
@@ -165,16 +185,17 @@ def test_fetch_script_pulls_from_a_real_store_then_verifies_then_skips(s3_server
     (s3_server.bucket("weights") / "builds" / "k1" / "rank0.engine").write_bytes(b"e" * 1000)
     cache, home, engine = tmp_path / "cache" / "m", tmp_path / "home", tmp_path / "engine"
     home.mkdir()
-    first = _fetch(s3_server, cache, home, engine)
+    first = _fetch(s3_server, cache, home, engine, tool)
     assert first.returncode == 0, first.stderr
     assert (cache / "model.safetensors").read_bytes() == b"w" * 70000
     assert (engine / "rank0.engine").read_bytes() == b"e" * 1000  # the built TensorRT engine, from the cache
     assert _verify(cache).returncode == 0
-    second = _fetch(s3_server, cache, home, engine)
+    second = _fetch(s3_server, cache, home, engine, tool)
     assert second.returncode == 0 and "nothing to fetch" in second.stdout
 
 
-def test_upload_script_writes_the_marker_last_and_a_second_run_uploads_nothing(s3_server_factory, tmp_path):
+@pytest.mark.parametrize("tool", ["s5cmd", "aws"])
+def test_upload_script_writes_the_marker_last_and_a_second_run_uploads_nothing(s3_server_factory, tmp_path, tool):
     from infra.targets.kubernetes.build import MARKER
     from infra.targets.kubernetes.weights import UPLOAD_SCRIPT
 
@@ -183,7 +204,7 @@ def test_upload_script_writes_the_marker_last_and_a_second_run_uploads_nothing(s
     built = tmp_path / "engine"
     built.mkdir()
     (built / "rank0.engine").write_bytes(b"E" * 3000)
-    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path), "BUCKET": "weights",
+    env = {"PATH": client_path(tmp_path / "bin", tool), "HOME": str(tmp_path), "BUCKET": "weights",
            "BUILD_PREFIX": "builds/k2", "BUILD_DIR": str(built), "AWS_ENDPOINT_URL": s3_server.endpoint,
            "AWS_DEFAULT_REGION": s3_server.region, "AWS_ACCESS_KEY_ID": s3_server.access_key,
            "AWS_SECRET_ACCESS_KEY": s3_server.secret_key}
@@ -195,3 +216,56 @@ def test_upload_script_writes_the_marker_last_and_a_second_run_uploads_nothing(s
     assert (stored / "rank0.engine").read_bytes() == b"E" * 3000 and (stored / MARKER).is_file()
     second = run()
     assert second.returncode == 0 and "already complete" in second.stdout
+
+
+@pytest.mark.parametrize("tool", ["s5cmd", "aws"])
+def test_fetch_script_writes_no_key_of_a_hostile_store_outside_the_model_folder(tmp_path, tool):
+    """S3 keys are any string: whoever can write the bucket can store m/../../escape. s5cmd would write it two folders
+    above the model (the aws CLI skips it): the script asks for no such key, and nothing lands outside."""
+    from infra.targets.kubernetes.weights import FETCH_SCRIPT
+
+    config = b"{}"
+    manifest = json.dumps({"files": [{"path": "config.json", "size": 2,
+                                      "sha256": hashlib.sha256(config).hexdigest()}]}).encode()
+    objects = {"m/inferry-manifest.json": manifest, "m/config.json": config, "m/../../escape": b"planted",
+               "m/sub/../../../escape2": b"planted", "m/x..y": b"kept out too"}
+    root = tmp_path / "a" / "b" / "models" / "m"
+    with HostileStore("weights", objects) as store:
+        env = {"PATH": client_path(tmp_path / "bin", tool), "HOME": str(tmp_path), "BUCKET": "weights",
+               "PREFIX": "m", "WEIGHTS_DIR": str(root), "AWS_ENDPOINT_URL": store.endpoint,
+               "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "k",
+               "AWS_SECRET_ACCESS_KEY": "s", "ADDRESSING_STYLE": "path", "MANIFEST": "inferry-manifest.json"}
+        r = subprocess.run(["sh", str(TEMPLATES / FETCH_SCRIPT)], env=env, capture_output=True, text=True,
+                           check=False, timeout=120)
+    assert not list(tmp_path.rglob("escape*")), r.stdout + r.stderr
+    assert not [k for k in store.asked if ".." in k.split("/")], store.asked  # as the store saw it
+    if tool == "s5cmd":  # the planted keys are not fetched (nor any other holding '..'); the model is whole
+        assert r.returncode == 0 and "m/x..y" not in store.asked, r.stderr
+        assert _verify(root).returncode == 0
+    else:  # the aws CLI skips them with a warning and exits 2: the pod does not start
+        assert r.returncode == 2 and "File references a parent directory" in r.stderr
+
+
+@pytest.mark.parametrize(("tools", "style", "prefix", "expect"), [
+    (["s5cmd", "aws"], "path", "m", "s5cmd"),
+    (["s5cmd", "aws"], "virtual", "m", "aws"),
+    (["s5cmd", "aws"], "path", "models/*/m", "aws"),
+    (["s5cmd"], "virtual", "m", "storage.addressing_style: virtual"),
+    (["s5cmd"], "path", "m?", "'*' or '?' in the key prefix"),
+    ([], "path", "m", "has neither s5cmd nor the aws CLI"),
+])
+def test_the_store_client_is_s5cmd_where_it_can_address_the_store(tmp_path, tools, style, prefix, expect):
+    """s5cmd addresses a custom endpoint path-style only and reads '*' and '?' as wildcards: those stores take the
+    aws CLI, and an image without it is refused, naming the field to change."""
+    from infra.targets.kubernetes.weights import STORE_SCRIPT
+
+    path = "/usr/bin:/bin"
+    for tool in tools:
+        path = client_path(tmp_path / "bin", tool)
+    env = {"PATH": path, "HOME": str(tmp_path), "ADDRESSING_STYLE": style, "PREFIX": prefix}
+    r = subprocess.run(["sh", "-c", '. "$0"; echo "client: ${S5CMD:-aws}"', str(TEMPLATES / STORE_SCRIPT)],
+                       env=env, capture_output=True, text=True, check=False, timeout=30)
+    if expect in ("s5cmd", "aws"):
+        assert r.returncode == 0 and r.stdout.strip().startswith("client: ") and expect in r.stdout.split("/")[-1]
+    else:
+        assert r.returncode == 2 and expect in r.stderr and "\n" not in r.stderr.strip() and not r.stdout

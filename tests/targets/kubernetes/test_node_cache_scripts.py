@@ -16,11 +16,18 @@ from infra.stack.resources import bundled
 from infra.targets.kubernetes.weights import FETCH_SCRIPT, VERIFY_SCRIPT
 from tests.support.pods import push
 from tests.support.servers.proxy import CountingProxy
+from tests.support.servers.s3 import client_path
 from tests.support.storage_util import make_model
 
 TEMPLATES = bundled("templates") / "kubernetes"
 MiB = 1 << 20
 BUCKET = "inferry-weights"  # the bucket tests.support.pods.push writes
+
+
+@pytest.fixture(params=["s5cmd", "aws"])
+def tool(request) -> str:
+    """The fetch image's client: s5cmd (the default image's) or the aws CLI; each test runs with both."""
+    return request.param
 
 
 @pytest.fixture
@@ -41,15 +48,16 @@ def store(s3_server_factory, tmp_path, monkeypatch):
 class Node:
     """One node's cache folder, and pods that start on it (each a fresh links folder and a name of its own)."""
 
-    def __init__(self, root: Path, server, proxy, cache_bytes: int = 64 * MiB):
+    def __init__(self, root: Path, server, proxy, tool: str, cache_bytes: int = 64 * MiB):
         self.root, self.server, self.proxy, self.cache_bytes = root, server, proxy, cache_bytes
+        self.path = client_path(root / "bin", tool)
         self.cache = root / "cache"
         self.cache.mkdir(parents=True, exist_ok=True)
         self.pods = 0
 
     def env(self, prefix: str, models: Path) -> dict[str, str]:
         s = self.server
-        return {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(self.root / "home"),
+        return {"PATH": self.path, "HOME": str(self.root / "home"),
                 "BUCKET": BUCKET, "PREFIX": prefix, "WEIGHTS_DIR": str(models / "m"),
                 "AWS_ENDPOINT_URL": self.proxy.endpoint, "AWS_DEFAULT_REGION": s.region,
                 "AWS_ACCESS_KEY_ID": s.access_key, "AWS_SECRET_ACCESS_KEY": s.secret_key,
@@ -76,9 +84,9 @@ def _same_files(folder: Path, source: Path) -> bool:
     return all((folder / rel).read_bytes() == data for rel, data in want.items())
 
 
-def test_a_second_pod_on_the_node_fetches_nothing_and_reads_the_same_files(store, tmp_path):
+def test_a_second_pod_on_the_node_fetches_nothing_and_reads_the_same_files(store, tmp_path, tool):
     server, proxy = store
-    node = Node(tmp_path / "node", server, proxy)
+    node = Node(tmp_path / "node", server, proxy, tool)
     first, out = node.start_pod()
     assert "fetched" in out and proxy.down > 3 * MiB
     assert first.is_symlink() and _same_files(first, tmp_path / "src" / "a")
@@ -90,9 +98,9 @@ def test_a_second_pod_on_the_node_fetches_nothing_and_reads_the_same_files(store
     assert not list((node.cache / ".incoming").iterdir())  # nothing staged is left behind
 
 
-def test_a_copy_changed_on_the_node_is_fetched_again_not_used(store, tmp_path):
+def test_a_copy_changed_on_the_node_is_fetched_again_not_used(store, tmp_path, tool):
     server, proxy = store
-    node = Node(tmp_path / "node", server, proxy)
+    node = Node(tmp_path / "node", server, proxy, tool)
     folder, _ = node.start_pod()
     shard = next(p for p in folder.resolve().rglob("*.safetensors"))
     time.sleep(1.1)  # the record holds times to the second
@@ -105,9 +113,9 @@ def test_a_copy_changed_on_the_node_is_fetched_again_not_used(store, tmp_path):
     assert _same_files(again, tmp_path / "src" / "a")
 
 
-def test_the_cache_keeps_under_its_bound_dropping_the_least_recently_used(store, tmp_path):
+def test_the_cache_keeps_under_its_bound_dropping_the_least_recently_used(store, tmp_path, tool):
     server, proxy = store
-    node = Node(tmp_path / "node", server, proxy, cache_bytes=5 * MiB)  # room for one model of 3 MiB, not two
+    node = Node(tmp_path / "node", server, proxy, tool, cache_bytes=5 * MiB)  # room for one model of 3 MiB, not two
     a, _ = node.start_pod("a")
     kept_a = a.resolve()
     for odd in ("a b", "b", "notes"):  # not a kept model's name: never removed, nor what a split name would be
@@ -123,13 +131,13 @@ def test_the_cache_keeps_under_its_bound_dropping_the_least_recently_used(store,
     assert total <= 5 * MiB
 
 
-def test_a_manifest_with_a_path_out_of_the_folder_keeps_nothing(store, tmp_path):
+def test_a_manifest_with_a_path_out_of_the_folder_keeps_nothing(store, tmp_path, tool):
     server, proxy = store
     manifest = server.root / BUCKET / "a" / "inferry-manifest.json"
     doc = json.loads(manifest.read_text())
     doc["files"][0]["path"] = "../../escape"
     manifest.write_text(json.dumps(doc))
-    node = Node(tmp_path / "node", server, proxy)
+    node = Node(tmp_path / "node", server, proxy, tool)
     models = node.root / "pod"
     models.mkdir()
     (node.root / "home").mkdir()
@@ -143,14 +151,14 @@ def test_a_manifest_with_a_path_out_of_the_folder_keeps_nothing(store, tmp_path)
     assert not (node.root / "escape").exists() and not os.path.lexists(node.root / "node" / "escape")
 
 
-def test_files_in_the_store_beside_the_manifest_are_not_kept_or_read(store, tmp_path):
+def test_files_in_the_store_beside_the_manifest_are_not_kept_or_read(store, tmp_path, tool):
     """Whoever can write the bucket plants files the manifest does not list: the node keeps the manifest's files only
     (its record covers nothing else), so no later pod on the node reads them."""
     server, proxy = store
     s3 = server.boto3_client()
     s3.put_object(Bucket=BUCKET, Key="a/modeling_evil.py", Body=b"import os\n")
     s3.put_object(Bucket=BUCKET, Key="a/extra/tokenizer.json", Body=b"{}")
-    node = Node(tmp_path / "node", server, proxy)
+    node = Node(tmp_path / "node", server, proxy, tool)
     folder, out = node.start_pod()
     kept = folder.resolve()
     assert "removing 'modeling_evil.py': in the store but not in inferry-manifest.json" in out
@@ -160,11 +168,11 @@ def test_files_in_the_store_beside_the_manifest_are_not_kept_or_read(store, tmp_
     assert not (kept / "extra").exists() and _same_files(folder, tmp_path / "src" / "a")
 
 
-def test_two_pods_fetching_the_same_model_at_once_keep_one_copy_and_leave_nothing_staged(store, tmp_path):
+def test_two_pods_fetching_the_same_model_at_once_keep_one_copy_and_leave_nothing_staged(store, tmp_path, tool):
     """Both fetch before either is verified (two replicas starting on one node); the second verify finds the first's
     copy in place, uses it and removes its own staging folder."""
     server, proxy = store
-    node = Node(tmp_path / "node", server, proxy)
+    node = Node(tmp_path / "node", server, proxy, tool)
     pods = []
     for name in ("pod-x", "pod-y"):
         models = node.root / name
