@@ -131,3 +131,20 @@ def test_every_file_is_private_from_its_first_byte(make_hosts, weights_store):
     assert all(line.startswith("600 ") for line in created), created
     modes = h.exec("stat -c '%a %n' /etc/inferry/inferry.env /etc/inferry/run-engine.sh").stdout.split()
     assert modes == ["600", "/etc/inferry/inferry.env", "755", "/etc/inferry/run-engine.sh"]
+
+
+def test_a_shard_comes_in_byte_ranges_through_the_hosts_own_shell_curl_and_dd(make_hosts, weights_store, monkeypatch):
+    """An apply with ranges of 1 MiB (64 MiB and up in use, too large for the suite's models): the 2 MiB shard comes in
+    two ranges, run by the host's dash, curl and dd, and lands whole. A curl first on the host's PATH logs its
+    arguments (the URL comes on stdin, never in them)."""
+    from infra.targets.ssh import weights
+
+    monkeypatch.setattr(weights, "RANGE_MIN", 1 << 20)
+    (h,) = make_hosts(1)
+    h.install("curl", 'echo "$*" >> /tmp/curl-args; exec /usr/bin/curl "$@"')
+    apply(deployment([h], weights_store), [h], weights_store)
+    ranges = sorted(a.split(" -r ")[1].split()[0] for a in h.exec("/usr/bin/cat /tmp/curl-args").stdout.splitlines()
+                    if " -r " in a)
+    assert ranges == ["0-1048575", "1048576-2097151"], ranges  # the 2 MiB shard only; the rest one request each
+    assert cached_weights(h) == {rel: hashlib.sha256(data).hexdigest() for rel, data in FILES.items()}
+    assert h.exec("readlink -f /bin/sh").stdout.strip().endswith("dash")
