@@ -28,6 +28,7 @@ class CountingProxy:
         self._listener = socket.create_server((host, 0))
         self.port = self._listener.getsockname()[1]
         self._closed = False
+        self._threads: list[threading.Thread] = []
 
     @property
     def endpoint(self) -> str:
@@ -36,8 +37,14 @@ class CountingProxy:
 
     def start(self) -> CountingProxy:
         """Accept connections on a background thread."""
-        threading.Thread(target=self._accept, daemon=True).start()
+        self._spawn(self._accept)
         return self
+
+    def _spawn(self, target: Callable[..., None], *args) -> None:
+        t = threading.Thread(target=target, args=args, daemon=True)
+        with self._lock:
+            self._threads.append(t)
+        t.start()
 
     def reset(self) -> None:
         """Zero the counters and lift a trip (new connections are forwarded again)."""
@@ -54,16 +61,28 @@ class CountingProxy:
             self._then = then
 
     def close(self) -> None:
-        """Stop accepting and drop every connection."""
+        """Stop accepting and drop every connection, and return once none of the proxy's threads runs.
+
+        A socket is closed only after every thread that used it has ended: a thread still about to call accept or
+        send on a closed socket's descriptor number would reach whatever socket the process opened next under that
+        number (the next test's listener), and forward its client to this proxy's old target."""
         self._closed = True
-        self._listener.close()
+        _shutdown(self._listener)  # wakes the accept thread
         self._drop_all()
+        with self._lock:
+            threads = list(self._threads)
+        for t in threads:
+            t.join(10)
+        self._listener.close()
 
     def _accept(self) -> None:
         while not self._closed:
             try:
                 client, _ = self._listener.accept()
             except OSError:
+                return
+            if self._closed:
+                client.close()
                 return
             if self.tripped.is_set():
                 client.close()
@@ -75,8 +94,18 @@ class CountingProxy:
                 continue
             with self._lock:
                 self._socks |= {client, server}
-            threading.Thread(target=self._pump, args=(client, server, "up"), daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client, "down"), daemon=True).start()
+            self._spawn(self._connection, client, server)
+
+    def _connection(self, client: socket.socket, server: socket.socket) -> None:
+        """Pump both ways; close the two sockets once both pumps have ended."""
+        up = threading.Thread(target=self._pump, args=(client, server, "up"), daemon=True)
+        up.start()
+        self._pump(server, client, "down")
+        up.join()
+        with self._lock:
+            self._socks -= {client, server}
+        for s in (client, server):
+            s.close()
 
     def _pump(self, src: socket.socket, dst: socket.socket, way: str) -> None:
         try:
@@ -89,11 +118,9 @@ class CountingProxy:
                     return
         except OSError:
             pass
-        finally:
-            with self._lock:
-                self._socks -= {src, dst}
-            for s in (src, dst):
-                _close(s)
+        finally:  # wake the other way's pump; _connection closes the sockets
+            _shutdown(src)
+            _shutdown(dst)
 
     def _admit(self, way: str, data: bytes) -> tuple[bytes, bool]:
         """The part of `data` allowed through (and counted), and whether the limit was reached."""
@@ -117,9 +144,9 @@ class CountingProxy:
 
     def _drop_all(self) -> None:
         with self._lock:
-            socks, self._socks = self._socks, set()
+            socks = set(self._socks)
         for s in socks:
-            _close(s)
+            _shutdown(s)  # the pumps wake, end, and close them
 
     def __enter__(self) -> CountingProxy:
         return self.start()
@@ -128,9 +155,8 @@ class CountingProxy:
         self.close()
 
 
-def _close(s: socket.socket) -> None:
+def _shutdown(s: socket.socket) -> None:
     try:
         s.shutdown(socket.SHUT_RDWR)
     except OSError:
         pass
-    s.close()

@@ -50,12 +50,20 @@ def s5cmd_binary() -> Path:
 
 def client_path(folder: Path, tool: str) -> str:
     """A PATH on which the store's command line client is `tool` only ("s5cmd" or "aws"), as in a fetch image that
-    holds just one of them; the system's folders follow."""
+    holds just one of them; the system's folders follow. "s5cmd-busybox": s5cmd and BusyBox's applets alone, as in
+    peakcom/s5cmd (Alpine), and nothing of the system's (scripts/setup.sh installs Debian's busybox-static)."""
     folder.mkdir(parents=True, exist_ok=True)
-    target = s5cmd_binary() if tool == "s5cmd" else Path(sys.executable).parent / "aws"
-    (folder / tool).unlink(missing_ok=True)
-    (folder / tool).symlink_to(target)
-    return f"{folder}:/usr/bin:/bin"
+    name = tool.removesuffix("-busybox")
+    target = s5cmd_binary() if name == "s5cmd" else Path(sys.executable).parent / "aws"
+    (folder / name).unlink(missing_ok=True)
+    (folder / name).symlink_to(target)
+    if not tool.endswith("-busybox"):
+        return f"{folder}:/usr/bin:/bin"
+    applets = subprocess.run(["/bin/busybox", "--list"], capture_output=True, text=True, check=True).stdout.split()
+    for applet in applets:
+        if not (folder / applet).exists():
+            (folder / applet).symlink_to("/bin/busybox")
+    return str(folder)
 
 
 class S3Server:

@@ -174,7 +174,7 @@ def _fetch(s3_server, root, home, build_dir, tool):
                           check=False, timeout=120)
 
 
-@pytest.mark.parametrize("tool", ["s5cmd", "aws"])
+@pytest.mark.parametrize("tool", ["s5cmd-busybox", "s5cmd", "aws"])
 def test_fetch_script_pulls_from_a_real_store_then_verifies_then_skips(s3_server_factory, tmp_path, tool):
     """The init container's script, run for real: s5cmd or the aws CLI against rclone's S3 server (its own: rclone caches
     directory listings, so buckets made on disk must exist before the first listing)."""
@@ -194,7 +194,7 @@ def test_fetch_script_pulls_from_a_real_store_then_verifies_then_skips(s3_server
     assert second.returncode == 0 and "nothing to fetch" in second.stdout
 
 
-@pytest.mark.parametrize("tool", ["s5cmd", "aws"])
+@pytest.mark.parametrize("tool", ["s5cmd-busybox", "s5cmd", "aws"])
 def test_upload_script_writes_the_marker_last_and_a_second_run_uploads_nothing(s3_server_factory, tmp_path, tool):
     from infra.targets.kubernetes.build import MARKER
     from infra.targets.kubernetes.weights import UPLOAD_SCRIPT
@@ -218,7 +218,7 @@ def test_upload_script_writes_the_marker_last_and_a_second_run_uploads_nothing(s
     assert second.returncode == 0 and "already complete" in second.stdout
 
 
-@pytest.mark.parametrize("tool", ["s5cmd", "aws"])
+@pytest.mark.parametrize("tool", ["s5cmd-busybox", "s5cmd", "aws"])
 def test_fetch_script_writes_no_key_of_a_hostile_store_outside_the_model_folder(tmp_path, tool):
     """S3 keys are any string: whoever can write the bucket can store m/../../escape. s5cmd would write it two folders
     above the model (the aws CLI skips it): the script asks for no such key, and nothing lands outside."""
@@ -239,7 +239,7 @@ def test_fetch_script_writes_no_key_of_a_hostile_store_outside_the_model_folder(
                            check=False, timeout=120)
     assert not list(tmp_path.rglob("escape*")), r.stdout + r.stderr
     assert not [k for k in store.asked if ".." in k.split("/")], store.asked  # as the store saw it
-    if tool == "s5cmd":  # the planted keys are not fetched (nor any other holding '..'); the model is whole
+    if tool.startswith("s5cmd"):  # the planted keys are not fetched (nor any other holding '..'); the model is whole
         assert r.returncode == 0 and "m/x..y" not in store.asked, r.stderr
         assert _verify(root).returncode == 0
     else:  # the aws CLI skips them with a warning and exits 2: the pod does not start
