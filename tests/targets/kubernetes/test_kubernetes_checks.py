@@ -269,3 +269,32 @@ def test_the_store_client_is_s5cmd_where_it_can_address_the_store(tmp_path, tool
         assert r.returncode == 0 and r.stdout.strip().startswith("client: ") and expect in r.stdout.split("/")[-1]
     else:
         assert r.returncode == 2 and expect in r.stderr and "\n" not in r.stderr.strip() and not r.stdout
+
+
+@pytest.mark.parametrize("tool", ["s5cmd-busybox", "s5cmd", "aws"])
+def test_a_prefix_fetch_the_store_refuses_fails_and_an_empty_one_is_nothing_to_do(s3_server_factory, tmp_path, tool):
+    """s5cmd's sync exits 0 when its listing is refused: the script fails on what it printed, naming the store's
+    answer. A prefix that holds nothing (the build cache before the first engine build) fetches nothing, quietly,
+    as the aws CLI's sync does."""
+    from infra.targets.kubernetes.weights import STORE_SCRIPT
+
+    s3_server = s3_server_factory()
+    (s3_server.bucket("weights") / "m").mkdir()
+    (s3_server.bucket("weights") / "m" / "config.json").write_bytes(b"{}")
+    env = {"PATH": client_path(tmp_path / "bin", tool), "HOME": str(tmp_path), "ADDRESSING_STYLE": "path",
+           "AWS_ENDPOINT_URL": s3_server.endpoint, "AWS_REGION": s3_server.region,
+           "AWS_DEFAULT_REGION": s3_server.region, "AWS_ACCESS_KEY_ID": s3_server.access_key}
+
+    def get_tree(prefix: str, secret: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["sh", "-c", '. "$0"; get_tree "$1" "$2"', str(TEMPLATES / STORE_SCRIPT),
+                               f"s3://weights/{prefix}", str(tmp_path / prefix)],
+                              env={**env, "AWS_SECRET_ACCESS_KEY": secret}, capture_output=True, text=True,
+                              check=False, timeout=60)
+
+    refused = get_tree("m", "not-the-secret")
+    assert refused.returncode != 0 and "SignatureDoesNotMatch" in refused.stderr, refused.stderr
+    assert not (tmp_path / "m" / "config.json").exists()
+    empty = get_tree("builds/none", s3_server.secret_key)
+    assert empty.returncode == 0 and not empty.stderr, empty.stderr
+    fetched = get_tree("m", s3_server.secret_key)
+    assert fetched.returncode == 0 and (tmp_path / "m" / "config.json").read_bytes() == b"{}", fetched.stderr
