@@ -33,10 +33,10 @@ if [ "${1:-}" = "--test" ]; then
   [ -x /usr/sbin/conntrack ] || need+=(conntrack)
   [ -x /usr/sbin/iptables ] || need+=(iptables)
   [ -x /usr/sbin/nft ] || need+=(nftables)
-  [ -x /usr/sbin/ipset ] || need+=(ipset)
+  [ -x /usr/sbin/ipset ] || need+=(ipset)  # kube-router's NetworkPolicy controller on the node (tests/support/netpol.py)
   # The default Kubernetes fetch image (peakcom/s5cmd) is Alpine: its shell and tools are BusyBox, which the
   # fetch script's tests run it under (tests/targets/kubernetes/test_node_cache_scripts.py).
-  [ -x /bin/busybox ] || need+=(busybox-static)  # kube-router's NetworkPolicy controller on the node (tests/support/netpol.py)
+  [ -x /bin/busybox ] || need+=(busybox-static)
   if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then
       echo "the test suite needs: ${need[*]} (run as root, or install them first)" >&2
