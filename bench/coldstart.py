@@ -93,14 +93,15 @@ def s5cmd_floor(run_in, server, prefix: str, dest: str) -> float:
     """Seconds of `s5cmd cp` of the prefix into a fresh folder, run by `run_in` (a host's or the node's shell)."""
     s5 = tool("s5cmd")
     os.sync()
-    cmd = (f"rm -rf {dest} && AWS_ACCESS_KEY_ID={KEYS[0]} AWS_SECRET_ACCESS_KEY={KEYS[1]} AWS_REGION={server.region} "
-           f"{s5} --endpoint-url {server.endpoint} cp 's3://{BUCKET}/{prefix}/*' {dest}/ >/dev/null && sync")
-    t0 = time.perf_counter()
+    run_in(f"rm -rf {dest} && sync")
+    cmd = (f"AWS_ACCESS_KEY_ID={KEYS[0]} AWS_SECRET_ACCESS_KEY={KEYS[1]} AWS_REGION={server.region} "
+           f"{s5} --endpoint-url {server.endpoint} cp 's3://{BUCKET}/{prefix}/*' {dest}/ >/dev/null")
+    t0 = time.perf_counter()  # the copy alone, as inferry's fetch phase: neither waits for the disk (no sync)
     r = run_in(cmd)
     seconds = time.perf_counter() - t0
     if r.returncode:
         sys.exit(f"s5cmd failed: {r.stderr[-500:]}")
-    run_in(f"rm -rf {dest}")
+    run_in(f"rm -rf {dest} && sync")
     return seconds
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 from infra.stack.config import Deployment
-from infra.targets.kubernetes.config import KubernetesTarget as TargetSection
+from infra.targets.kubernetes.config import AWS_CLI_IMAGE, KubernetesTarget as TargetSection
 from infra.engines.registry import engine_for
 from infra.errors import ConfigError, Problem
 from infra.targets.kubernetes.names import app_name
@@ -127,12 +127,25 @@ def _fetch_client(d: Deployment, t: TargetSection) -> list[Problem]:
         return []
     if d.storage.addressing_style != "path":
         why = "s5cmd (the default image's client) addresses the store path-style only, not as storage.addressing_style"
-    elif any(c in (d.model.weights_prefix or "") for c in "*?"):
-        why = "s5cmd (the default image's client) would read '*' and '?' in model.weights as wildcards"
     else:
-        return []
+        odd = [p for p in _fetched_prefixes(d) if any(c in p for c in "*?")]
+        if not odd:
+            return []
+        why = f"s5cmd (the default image's client) would read '*' and '?' in the key prefix {odd[0]!r} as wildcards"
     return [Problem("target.fetch_image", why, repr(t.fetch_image),
-                    hint="set target.fetch_image to an image with the aws CLI, such as amazon/aws-cli:2.22.0")]
+                    hint=f"set target.fetch_image to an image with the aws CLI, such as {AWS_CLI_IMAGE}")]
+
+
+def _fetched_prefixes(d: Deployment) -> list[str]:
+    """The key prefixes the pods fetch (the model's alone when the engine's spec cannot be built: that is reported
+    by the engine's own checks)."""
+    from infra.targets.kubernetes.deploy import spec_for
+    from infra.targets.kubernetes.weights import store_prefixes
+
+    try:
+        return store_prefixes(d, spec_for(d))
+    except ConfigError:
+        return [d.model.weights_prefix or ""]
 
 
 def refuse_broken_scaling(d: Deployment) -> None:

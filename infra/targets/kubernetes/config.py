@@ -63,6 +63,7 @@ class Ingress(StrictSection):
 
 # inferry's Caddy build (caddy/: the standard modules plus the limits module), as caddy/Dockerfile builds it.
 GATEWAY_IMAGE = "ghcr.io/inferry/caddy:2.11.9"
+AWS_CLI_IMAGE = "amazon/aws-cli:2.22.0"  # an image with the aws CLI, for stores s5cmd cannot address
 
 
 class KubeGateway(StrictSection):
@@ -120,7 +121,7 @@ class KubernetesTarget(TargetBase):
     memory: str = Field(default="64Gi", description="memory request and limit per replica (a quantity)")
     fetch_image: str = Field(default="peakcom/s5cmd:v2.3.0", min_length=1,
                              description="image with s5cmd (at /s5cmd or on PATH) or the aws CLI, and a POSIX "
-                                         "shell, that fetches weights from the store; e.g. amazon/aws-cli:2.22.0")
+                                         f"shell, that fetches weights from the store; e.g. {AWS_CLI_IMAGE}")
 
     @field_validator("cache_size", "cpu", "memory")
     @classmethod

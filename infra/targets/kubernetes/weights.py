@@ -5,7 +5,8 @@ from typing import Any
 
 from infra.stack.location import WeightsLocation
 from infra.stack.secretfix import SecretField
-from infra.engines.spec import MODELS_DIR
+from infra.engines.spec import MODELS_DIR, ServiceSpec
+from infra.stack.config import Deployment
 from infra.stack.resources import bundled
 from infra.storage.manifest import MANIFEST_NAME
 from infra.targets.kubernetes.context import SCRIPTS_DIR, Ctx
@@ -29,10 +30,22 @@ def scripts(with_upload: bool = False) -> dict[str, str]:
 
 def build_prefix(ctx: Ctx) -> str | None:
     """The store prefix of the built TensorRT engine, when the spec has a build step."""
-    if ctx.spec.build is None:
+    return spec_build_prefix(ctx.d.storage.bucket, ctx.spec)
+
+
+def spec_build_prefix(bucket: str, spec: ServiceSpec) -> str | None:
+    """The built engine's prefix in `bucket` for a spec with a build step, else None."""
+    if spec.build is None:
         return None
-    key = WeightsLocation(ctx.d.storage.bucket, "").key_under(ctx.spec.build.cache_key)
-    return (ctx.spec.build.cache_key if key is None else key).strip("/")
+    key = WeightsLocation(bucket, "").key_under(spec.build.cache_key)
+    return (spec.build.cache_key if key is None else key).strip("/")
+
+
+def store_prefixes(d: Deployment, spec: ServiceSpec) -> list[str]:
+    """Every key prefix the pod's init containers fetch: the model, each extra weights set, the built engine."""
+    sources = [d.weights_uri] + [src for src, _ in spec.extra_weights]
+    prefixes = [loc.prefix for loc in map(WeightsLocation.parse, sources) if loc is not None]
+    return prefixes + [p for p in [spec_build_prefix(d.storage.bucket, spec)] if p is not None]
 
 
 def s3_env(ctx: Ctx, push: bool = False) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from infra.targets.kubernetes.config import AWS_CLI_IMAGE
 from infra.targets.kubernetes.weights import TEMPLATES, VERIFY_SCRIPT
 from tests.support.kubernetes_stacks import K8S_STACK
 from tests.support.servers.hostile_s3 import HostileStore
@@ -94,6 +95,26 @@ def test_a_store_s5cmd_cannot_address_asks_for_an_aws_cli_image_and_the_printed_
     path.write_text(yaml.safe_dump(doc))
     result = cli("validate", str(path))
     assert result.exit_code == 0 and "target.fetch_image" not in result.output, result.output
+
+
+def test_an_adapter_prefix_s5cmd_would_read_as_a_wildcard_is_named_and_the_fix_validates(cli, tmp_path):
+    # Every prefix the pod fetches, not the model's alone: an adapter's comes through the same fetch image.
+    doc = yaml.safe_load(K8S_STACK.read_text())
+    doc["config"]["inferry:deployment"]["model"]["adapters"] = [{"name": "sql", "weights": "adapters/sql?v2",
+                                                                  "rank": 8}]
+    path = tmp_path / "Pulumi.case.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    result = cli("validate", str(path))
+    line = next((ln for ln in result.output.splitlines() if "• target.fetch_image" in ln), "")
+    assert result.exit_code == 1 and "'adapters/sql?v2'" in line and "wildcards" in line, result.output
+    doc["config"]["inferry:deployment"]["target"]["fetch_image"] = AWS_CLI_IMAGE
+    path.write_text(yaml.safe_dump(doc))
+    result = cli("validate", str(path))
+    assert result.exit_code == 0 and "target.fetch_image" not in result.output, result.output
+
+
+def test_the_fetch_script_names_the_same_aws_cli_image_as_validate():
+    assert f"such as {AWS_CLI_IMAGE}\"" in (TEMPLATES / "store.sh").read_text()
 
 
 def test_validate_accepts_the_bundled_kubernetes_stack(cli):
