@@ -138,6 +138,21 @@ def test_a_range_that_fails_is_asked_again_and_the_file_is_whole(presigned, tmp_
         assert hashlib.sha256((dest / e.path).read_bytes()).hexdigest() == e.sha256, e.path
 
 
+@pytest.mark.parametrize("hasher", ["openssl", "sha256sum"])
+def test_a_file_that_came_in_ranges_is_hashed_whole_and_a_changed_byte_in_any_range_is_refused(
+        s3_server, presigned, hasher, tmp_path):
+    # One changed byte in the third of four ranges is refused, and the other files come in whole.
+    shard = next(e for e in presigned if e.size == (4 << 20) + 64)
+    flip_byte(s3_server, BUCKET, f"m/{shard.path}", at=(2 << 20) + 12345)
+    dest = tmp_path / "weights"
+    r = fetch(dest, fetch_lines(presigned, 1 * MiB), hasher, tmp_path)
+    assert r.returncode == 1 and f"sha256 mismatch: {shard.path}" in r.stderr, r.stderr
+    assert not (dest / shard.path).exists() and not list(dest.rglob("*.part.*"))
+    for e in presigned:
+        if e is not shard:
+            assert hashlib.sha256((dest / e.path).read_bytes()).hexdigest() == e.sha256, e.path
+
+
 def test_a_store_that_ignores_byte_ranges_is_named_and_nothing_is_kept(presigned, tmp_path):
     # It answers every range with the whole object (200): written at each offset, the file is too long.
     stub(tmp_path, "curl", 'for a in "$@"; do shift; [ "$skip" = 1 ] && { skip=; continue; }; '
