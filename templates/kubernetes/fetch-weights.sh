@@ -32,6 +32,16 @@ make_room() {  # $1: bytes about to arrive, $2: the model they are
     echo "weights: warning: the node cache will hold more than ${CACHE_BYTES} bytes (target.cache_size)" >&2
 }
 
+drop_abandoned() {  # what pods gone mid-fetch (deleted, scaled away) left in $1: nothing written in it for 30 min
+  # A live fetch writes all the time; a pod's own staging folder is its to resume (the same pod's restart).
+  for old in "$1"/*; do
+    [ -e "${old}" ] && [ "${old}" != "$1/$2" ] || continue
+    [ -z "$(find "${old}" -mmin -30 | head -n 1)" ] || continue
+    echo "weights: removing ${old##*/}, left by a fetch that did not finish"
+    rm -rf "${old}"
+  done
+}
+
 if [ -n "${CACHE_DIR:-}" ]; then
   incoming="${CACHE_DIR}/.incoming"
   me=$(uname -n)  # the pod's name: a restarted fetch resumes its own staging folder
@@ -42,6 +52,7 @@ if [ -n "${CACHE_DIR:-}" ]; then
     echo "weights: the node cache holds manifest ${want}; nothing to fetch"
   else
     rm -rf "${CACHE_DIR:?}/${want}"  # a copy whose files changed since they were verified is not used
+    drop_abandoned "${incoming}" "${want}.${me}"  # before sizing the cache: they count in its bound
     need=$(grep -o '"size": *[0-9]*' "${incoming}/${me}.manifest" | awk -F: '{s += $2} END {printf "%.0f", s}')
     make_room "${need}" "${want}"
     get_tree "${src}" "${incoming}/${want}.${me}"

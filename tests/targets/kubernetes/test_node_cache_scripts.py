@@ -169,6 +169,27 @@ def test_files_in_the_store_beside_the_manifest_are_not_kept_or_read(store, tmp_
     assert not (kept / "extra").exists() and _same_files(folder, tmp_path / "src" / "a")
 
 
+def test_what_a_pod_gone_mid_fetch_left_is_removed_and_a_live_fetch_is_not(store, tmp_path, tool):
+    # A pod deleted mid-fetch (scaled away during its cold start) leaves its staging folder and manifest; the
+    # next pod that fetches removes them once nothing was written in them for 30 minutes, not one still written.
+    server, proxy = store
+    node = Node(tmp_path / "node", server, proxy, tool)
+    incoming = node.cache / ".incoming"
+    hour_ago = time.time() - 3600
+    for name, when in (("gone", hour_ago), ("live", time.time())):
+        stage = incoming / f"{'0' * 64}.pod-{name}"
+        (stage / "sub").mkdir(parents=True)
+        (stage / "sub" / "model-00001.safetensors").write_bytes(b"x" * 1000)
+        (incoming / f"pod-{name}.manifest").write_text("{}")
+        for path in (stage / "sub" / "model-00001.safetensors", stage / "sub", stage, incoming / f"pod-{name}.manifest"):
+            os.utime(path, (when, when))
+    folder, out = node.start_pod("a")
+    assert _same_files(folder, tmp_path / "src" / "a"), out
+    left = sorted(p.name for p in incoming.iterdir())
+    assert left == [f"{'0' * 64}.pod-live", "pod-live.manifest"], (left, out)
+    assert out.count("left by a fetch that did not finish") == 2, out
+
+
 # Not under BusyBox: each pod's hostname is a `uname` first on PATH, and Debian's busybox-static shell runs its own
 # applets before anything on PATH.
 @pytest.mark.parametrize("tool", ["s5cmd", "aws"])
