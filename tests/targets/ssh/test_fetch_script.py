@@ -81,6 +81,27 @@ def test_fetch_refuses_bytes_that_differ_from_the_manifest(s3_server, lines, has
     assert not (dest / shard).exists() and not list(dest.rglob("*.part.*"))
 
 
+def test_what_a_killed_fetch_left_is_removed_and_what_a_running_one_writes_is_not(presigned, lines, tmp_path):
+    # A fetch's partial files carry its shell's pid: the next fetch removes those of a pid that no longer runs (they
+    # were kept for ever, a model's size of disk each time), and leaves a running fetch's alone.
+    dest = tmp_path / "weights"
+    dest.mkdir()
+    gone = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True).stdout.strip()
+    with subprocess.Popen(["sleep", "60"]) as live:
+        shard, small = presigned[0].path, presigned[-1].path
+        left = [f"{shard}.part.{gone}.3", f"{shard}.part.{gone}.3.1048576", f"{small}.part.{gone}.0"]
+        kept = [f"{shard}.part.{live.pid}.1", f"{small}.part.notapid"]
+        for name in left + kept:
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            (dest / name).write_bytes(b"partial")
+        r = fetch(dest, lines, "openssl", tmp_path)
+        live.kill()
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in dest.rglob("*.part.*")) == sorted(Path(n).name for n in kept)
+    for e in presigned:
+        assert hashlib.sha256((dest / e.path).read_bytes()).hexdigest() == e.sha256, e.path
+
+
 def test_few_large_files_are_fetched_in_ranges_that_fill_the_parallel_requests():
     assert range_bytes(4 * 512 * MiB, 8) == 128 * MiB  # 4 shards, 8 files at a time: 16 ranges side by side
     assert range_bytes(16 * 512 * MiB, 8) == 512 * MiB  # 16 shards: one request per file
