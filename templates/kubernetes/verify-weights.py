@@ -19,8 +19,9 @@ RESERVED = {MANIFEST, ".verified", ".manifest.new", ".inferry-manifest", ".files
 
 
 def problems(root, entries):
-    """What differs between the folder and the manifest's entries (empty: every file matches)."""
-    bad, to_hash = [], []
+    """What differs between the folder and the manifest's entries (empty: every file matches), and the paths of the
+    files that are there but do not match."""
+    bad, damaged, to_hash = [], [], []
     for entry in entries:
         rel = entry["path"]
         parts = rel.split("/") if isinstance(rel, str) else [""]
@@ -37,13 +38,14 @@ def problems(root, entries):
         path = os.path.join(root, rel)
         if not os.path.isfile(path) or os.path.getsize(path) != entry["size"]:
             bad.append(f"{rel}: missing or not {entry['size']} bytes")
+            damaged += [path] if os.path.isfile(path) else []
             continue
         to_hash.append((rel, path, entry["sha256"]))
     # hashlib lets go of the GIL while it hashes a block: the files are hashed side by side, one per core.
     with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
         digests = list(pool.map(lambda item: sha256_file(item[1]), to_hash))
-    bad += [f"{rel}: sha256 differs from the manifest" for (rel, _, want), got in zip(to_hash, digests) if got != want]
-    return bad
+    differ = [(rel, path) for (rel, path, want), got in zip(to_hash, digests) if got != want]
+    return bad + [f"{rel}: sha256 differs from the manifest" for rel, _ in differ], damaged + [p for _, p in differ]
 
 
 def sha256_file(path):
@@ -92,9 +94,15 @@ def verify(root, digest_wanted=None):
         sys.exit(f"the weights manifest in the store changed while it was fetched ({digest_wanted} then {digest}): "
                  "the pod fetches again when it restarts")
     entries = json.loads(raw)["files"]
-    bad = problems(root, entries)
+    bad, damaged = problems(root, entries)
     if bad:
+        # The fetch's sync skips a file of the right size that is newer than the store's: left in place, a damaged
+        # one would fail every restart of the pod. Removed, the restart fetches it again.
+        for path in damaged:
+            os.remove(path)
         print(f"weights do not match {MANIFEST}:", *bad, sep="\n  ", file=sys.stderr)
+        if damaged:
+            print(f"removed {len(damaged)} that did not match: the pod's restart fetches them again", file=sys.stderr)
         sys.exit(1)
     return digest, entries
 

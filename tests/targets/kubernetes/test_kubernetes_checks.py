@@ -216,6 +216,25 @@ def test_fetch_script_pulls_from_a_real_store_then_verifies_then_skips(s3_server
 
 
 @pytest.mark.parametrize("tool", ["s5cmd-busybox", "s5cmd", "aws"])
+def test_a_file_that_fails_its_check_is_fetched_again_by_the_pods_restart(s3_server_factory, tmp_path, tool):
+    # Damaged after the copy (same size, newer than the store's object): the sync alone would skip it on every
+    # restart, and the pod would fail its check for ever. Verify removes what did not match; the restart fetches it.
+    s3_server = s3_server_factory()
+    store = _model(tmp_path / "store", {"config.json": b"{}", "model.safetensors": b"w" * 70000})
+    shutil.copytree(store, s3_server.bucket("weights") / "m", dirs_exist_ok=True)
+    cache, home, engine = tmp_path / "cache" / "m", tmp_path / "home", tmp_path / "engine"
+    home.mkdir()
+    assert _fetch(s3_server, cache, home, engine, tool).returncode == 0
+    (cache / "model.safetensors").write_bytes(b"v" + b"w" * 69999)
+    failed = _verify(cache)
+    assert failed.returncode == 1 and "model.safetensors: sha256 differs" in failed.stderr, failed.stderr
+    again = _fetch(s3_server, cache, home, engine, tool)
+    assert again.returncode == 0, again.stderr
+    assert (cache / "model.safetensors").read_bytes() == b"w" * 70000
+    assert _verify(cache).returncode == 0
+
+
+@pytest.mark.parametrize("tool", ["s5cmd-busybox", "s5cmd", "aws"])
 def test_upload_script_writes_the_marker_last_and_a_second_run_uploads_nothing(s3_server_factory, tmp_path, tool):
     from infra.targets.kubernetes.build import MARKER
     from infra.targets.kubernetes.weights import UPLOAD_SCRIPT
