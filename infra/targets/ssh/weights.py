@@ -99,9 +99,11 @@ def ensure_weights(a: WeightsArgs, private_key: str, entries: list[PresignedFile
     total = sum(e.size for e in entries)
     s = session(a.conn, private_key)
     d = shlex.quote(a.model_dir)
-    probe = s.run(f"cat {d}/{MARKER} 2>/dev/null; echo; echo @@df; dd={d}; "
+    probe = s.run(f"set -- {d}; {script('drop-partials.sh')}\n"  # before df: what they held is free
+                  f"cat {d}/{MARKER} 2>/dev/null; echo; echo @@df; dd={d}; "
                   "while [ ! -e \"$dd\" ]; do dd=$(dirname \"$dd\"); done; echo \"$dd\"; df -Pk \"$dd\"; echo @@have; "
-                  f"[ -d {d} ] && cd {d} && find . -type f ! -name '*.part.*' -printf '%s %P\\n'; true", "read weights cache")
+                  f"[ -d {d} ] && cd {d} && find . -type f ! -name '*.part.*' -printf '%s %P\\n'; true",
+                  "read weights cache", stdin="".join(f"{e.path}\n" for e in entries))
     marker, _, rest = probe.out.partition("\n@@df\n")
     df_text, _, have_text = rest.partition("@@have\n")
     have = {ln.split(" ", 1)[1]: int(ln.split(" ", 1)[0]) for ln in have_text.splitlines() if " " in ln}

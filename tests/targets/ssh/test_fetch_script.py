@@ -82,8 +82,8 @@ def test_fetch_refuses_bytes_that_differ_from_the_manifest(s3_server, lines, has
 
 
 def test_what_a_killed_fetch_left_is_removed_and_what_a_running_one_writes_is_not(presigned, lines, tmp_path):
-    # A fetch's partial files carry its shell's pid: the next fetch removes those of a pid that no longer runs (they
-    # were kept for ever, a model's size of disk each time), and leaves a running fetch's alone.
+    # A fetch's partial files carry its shell's pid: drop-partials.sh (run before the disk check) removes those of a
+    # pid that no longer runs (they were kept for ever, a model's size of disk each time), not a running fetch's.
     dest = tmp_path / "weights"
     dest.mkdir()
     gone = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True).stdout.strip()
@@ -94,9 +94,12 @@ def test_what_a_killed_fetch_left_is_removed_and_what_a_running_one_writes_is_no
         for name in left + kept:
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             (dest / name).write_bytes(b"partial")
+        dropped = subprocess.run(["sh", "-c", f"set -- {dest}; {(SCRIPT.parent / 'drop-partials.sh').read_text()}"],
+                                 input="".join(f"{e.path}\n" for e in presigned), text=True, capture_output=True,
+                                 timeout=60, check=False)
         r = fetch(dest, lines, "openssl", tmp_path)
         live.kill()
-    assert r.returncode == 0, r.stderr
+    assert dropped.returncode == 0 and r.returncode == 0, dropped.stderr + r.stderr
     assert sorted(p.name for p in dest.rglob("*.part.*")) == sorted(Path(n).name for n in kept)
     for e in presigned:
         assert hashlib.sha256((dest / e.path).read_bytes()).hexdigest() == e.sha256, e.path

@@ -148,3 +148,22 @@ def test_a_shard_comes_in_byte_ranges_through_the_hosts_own_shell_curl_and_dd(ma
     assert ranges == ["0-1048575", "1048576-2097151"], ranges  # the 2 MiB shard only; the rest one request each
     assert cached_weights(h) == {rel: hashlib.sha256(data).hexdigest() for rel, data in FILES.items()}
     assert h.exec("readlink -f /bin/sh").stdout.strip().endswith("dash")
+
+
+def test_partial_files_a_killed_fetch_left_are_removed_by_the_next_apply(make_hosts, weights_store):
+    """A fetch killed on the host leaves `.part.PID.K` files; the next apply removes them before its disk check
+    (what they held counts as free), except those of a fetch whose pid still runs on the host."""
+    (h,) = make_hosts(1)
+    d = deployment([h], weights_store)
+    apply(d, [h], weights_store)
+    folder = "/var/lib/inferry/weights/llama-3.1-8b-instruct"
+    shard = next(rel for rel, data in FILES.items() if len(data) > 1 << 20)
+    gone = h.exec("sh -c 'echo $$'").stdout.strip()
+    live = h.exec("sleep 600 >/dev/null 2>&1 & echo $!").stdout.strip()
+    h.exec(f"cd {folder} && head -c 300000 /dev/zero > {shard}.part.{gone}.0 && : > {shard}.part.{gone}.0.1048576 "
+           f"&& : > {shard}.part.{live}.2")
+    apply(d, [h], weights_store)
+    left = h.exec(f"cd {folder} && ls -a").stdout.split()
+    assert [n for n in left if ".part." in n] == [f"{shard}.part.{live}.2"], left
+    h.exec(f"kill {live}; rm {folder}/{shard}.part.{live}.2")
+    assert cached_weights(h) == {rel: hashlib.sha256(data).hexdigest() for rel, data in FILES.items()}
