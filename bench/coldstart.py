@@ -9,7 +9,8 @@ Pulumi CLI are the suite's): `python bench/coldstart.py [--sizes-gib 2 8] [--rep
 - kubernetes: on the real node with `weights_delivery: node-cache`, a pod on a cold node (its cache folder empty)
   and one on a warm node (the next pod); the phases come from the kubelet's pod status: pod created -> first
   init container (scheduling, images: present on the node, so this is the sandbox), fetch, verify, engine
-  start -> Ready, then the first chat completion through the Service.
+  start -> Ready, then the first chat completion through the Service; and the fetch's own seconds, to the
+  hundredth, from its log line (the kubelet's times are whole seconds).
 - floor: `s5cmd cp` of the same prefix from the same store, run on the same host (or in the node's network, and
   in the serving pod's network: the veth and bridge the fetch container's bytes cross), into a fresh folder, not
   waiting for the disk (neither does inferry's fetch); interleaved with the cold starts, the order alternating
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -39,6 +41,7 @@ from up import API_KEY, KEYS, MODEL, bench_world, deployment, fresh_hosts  # noq
 from weights import make_model, tool  # noqa: E402
 
 BUCKET = "inferry-weights"
+FETCH_OWN = "weights fetch, its own log (1/100 s)"
 Times = dict[str, list[float]]
 
 
@@ -148,6 +151,16 @@ def k8s_pod_phases(pod: dict) -> dict[str, float]:
             "pod created -> Ready": at(ready["lastTransitionTime"]) - created}
 
 
+def fetch_seconds(cluster, pod: dict) -> float:
+    """The fetch's own seconds, to the hundredth, from its log line (`weights: fetched ... in S s`)."""
+    log = cluster.kubectl("logs", "-n", pod["metadata"]["namespace"], pod["metadata"]["name"], "-c",
+                          "fetch-weights").stdout
+    took = re.search(r"^weights: fetched .* in (\d+\.\d+) s$", log, re.M)
+    if took is None:
+        raise SystemExit(f"no fetch time in the fetch container's log:\n{log[-1000:]}")
+    return float(took.group(1))
+
+
 def k8s_new_pod(cluster, ns: str, old: str | None) -> dict:
     """Delete the serving pod (a scale-up's new pod on the same node) and return the next one once Ready."""
     from tests.support.pods import serving_pods
@@ -217,6 +230,8 @@ def kubernetes(sizes: list[int], reps: int, work: Path) -> dict[int, Times]:
                         pod = k8s_new_pod(cluster, "coldstart", pod["metadata"]["name"])
                         for phase, s in k8s_pod_phases(pod).items():
                             times.setdefault(f"{label}: {phase}", []).append(s)
+                        if label == "cold node":
+                            times.setdefault(f"{label}: {FETCH_OWN}", []).append(fetch_seconds(cluster, pod))
                         t0 = time.perf_counter()  # from Ready as the kubelet reported it, retried as kube-proxy catches up
                         r = node.http(f"http://{ip}:8000/v1/chat/completions", "-N", "-H",
                                       "Content-Type: application/json", "-H", f"Authorization: Bearer {POD_KEY}",
@@ -294,7 +309,8 @@ def main() -> None:
         work = Path(tempfile.mkdtemp(prefix="inferry-bench-coldstart-k8s-"))
         try:
             for gib, times in kubernetes(args.sizes_gib, args.reps, work).items():
-                table("kubernetes (real node, node-cache)", gib, times, ["cold node: weights fetch"])
+                table("kubernetes (real node, node-cache)", gib, times,
+                      ["cold node: weights fetch", f"cold node: {FETCH_OWN}"])
         finally:
             shutil.rmtree(work, ignore_errors=True)
 

@@ -32,6 +32,12 @@ make_room() {  # $1: bytes about to arrive, $2: the model they are
     echo "weights: warning: the node cache will hold more than ${CACHE_BYTES} bytes (target.cache_size)" >&2
 }
 
+took() {  # " in S s": the seconds since $1 (/proc/uptime's first field, to the hundredth); nothing without one
+  now=$(cut -d' ' -f1 /proc/uptime 2>/dev/null) && [ -n "$1" ] && [ -n "${now}" ] || return 0
+  awk -v a="$1" -v b="${now}" 'BEGIN { printf " in %.2f s", b - a }'
+}
+start=$(cut -d' ' -f1 /proc/uptime 2>/dev/null || true)  # when the fetch began (its log line says how long)
+
 drop_abandoned() {  # what pods gone mid-fetch (deleted, scaled away) left in $1: nothing written in it for 30 min
   # A live fetch writes all the time; a pod's own staging folder is its to resume (the same pod's restart).
   for old in "$1"/*; do
@@ -56,7 +62,7 @@ if [ -n "${CACHE_DIR:-}" ]; then
     need=$(grep -o '"size": *[0-9]*' "${incoming}/${me}.manifest" | awk -F: '{s += $2} END {printf "%.0f", s}')
     make_room "${need}" "${want}"
     get_tree "${src}" "${incoming}/${want}.${me}"
-    echo "weights: fetched ${src} for manifest ${want} into the node cache"
+    echo "weights: fetched ${src} for manifest ${want} into the node cache$(took "${start}")"
   fi
   rm -f "${incoming}/${me}.manifest"
   ln -sfn "${CACHE_DIR}/${want}" "${WEIGHTS_DIR}"
@@ -69,7 +75,7 @@ else
   else
     # Only what differs is fetched: a second run after an interruption resumes.
     get_tree "${src}" "${WEIGHTS_DIR}"
-    echo "weights: fetched ${src} for manifest ${want}"
+    echo "weights: fetched ${src} for manifest ${want}$(took "${start}")"
   fi
   rm -f "${WEIGHTS_DIR}/.manifest.new"
 fi

@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -206,9 +207,15 @@ def test_fetch_script_pulls_from_a_real_store_then_verifies_then_skips(s3_server
     (s3_server.bucket("weights") / "builds" / "k1" / "rank0.engine").write_bytes(b"e" * 1000)
     cache, home, engine = tmp_path / "cache" / "m", tmp_path / "home", tmp_path / "engine"
     home.mkdir()
+    t0 = time.perf_counter()
     first = _fetch(s3_server, cache, home, engine, tool)
+    wall = time.perf_counter() - t0
     assert first.returncode == 0, first.stderr
     assert (cache / "model.safetensors").read_bytes() == b"w" * 70000
+    # The log line says how long the fetch took, to the hundredth (what bench/coldstart.py reads): no longer than
+    # the whole script ran, as this process timed it.
+    took = re.search(r"weights: fetched s3://weights/m for manifest [0-9a-f]{64} in (\d+\.\d\d) s$", first.stdout, re.M)
+    assert took is not None and 0 <= float(took.group(1)) <= wall + 0.01, (first.stdout, wall)
     assert (engine / "rank0.engine").read_bytes() == b"e" * 1000  # the built TensorRT engine, from the cache
     assert _verify(cache).returncode == 0
     second = _fetch(s3_server, cache, home, engine, tool)
