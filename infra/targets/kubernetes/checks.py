@@ -139,11 +139,11 @@ def _fetch_client(d: Deployment, t: TargetSection) -> list[Problem]:
 def _fetched_prefixes(d: Deployment) -> list[str]:
     """The key prefixes the pods fetch (the model's alone when the engine's spec cannot be built: that is reported
     by the engine's own checks)."""
-    from infra.targets.kubernetes.deploy import spec_for
+    from infra.engines import service_spec
     from infra.targets.kubernetes.weights import store_prefixes
 
     try:
-        return store_prefixes(d, spec_for(d))
+        return store_prefixes(d, service_spec(d))
     except ConfigError:
         return [d.model.weights_prefix or ""]
 
