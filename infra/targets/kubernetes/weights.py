@@ -43,7 +43,7 @@ def spec_build_prefix(bucket: str, spec: ServiceSpec) -> str | None:
 
 def store_prefixes(d: Deployment, spec: ServiceSpec) -> list[str]:
     """Every key prefix the pod's init containers fetch: the model, each extra weights set, the built engine."""
-    sources = [d.weights_uri] + [src for src, _ in spec.extra_weights]
+    sources = [src for src, _, _ in spec_weight_sets(d, spec)]
     prefixes = [loc.prefix for loc in map(WeightsLocation.parse, sources) if loc is not None]
     return prefixes + [p for p in [spec_build_prefix(d.storage.bucket, spec)] if p is not None]
 
@@ -90,9 +90,14 @@ def scripts_mount() -> dict[str, Any]:
 
 
 def weight_sets(ctx: Ctx) -> list[tuple[str, str, str]]:
-    """(s3:// source, folder, container suffix) of the model and each extra weights set (speculative drafts)."""
-    sets = [(ctx.d.weights_uri, ctx.spec.model_dir, "weights")]
-    return sets + [(src, path, f"extra-{i}") for i, (src, path) in enumerate(ctx.spec.extra_weights)]
+    """(s3:// source, folder, container suffix) of the model and each extra weights set (drafts, adapters)."""
+    return spec_weight_sets(ctx.d, ctx.spec)
+
+
+def spec_weight_sets(d: Deployment, spec: ServiceSpec) -> list[tuple[str, str, str]]:
+    """weight_sets for a deployment and its engine's spec (validate has no Ctx)."""
+    sets = [(d.weights_uri, spec.model_dir, "weights")]
+    return sets + [(src, path, f"extra-{i}") for i, (src, path) in enumerate(spec.extra_weights)]
 
 
 def init_containers(ctx: Ctx) -> list[dict[str, Any]]:
