@@ -39,7 +39,8 @@ took() {  # " in S s": the seconds since $1 (/proc/uptime's first field, to the 
 start=$(cut -d' ' -f1 /proc/uptime 2>/dev/null || true)  # when the fetch began (its log line says how long)
 
 drop_abandoned() {  # what pods gone mid-fetch (deleted, scaled away) left in $1: nothing written in it for 30 min
-  # A live fetch writes all the time; a pod's own staging folder is its to resume (the same pod's restart).
+  # A live fetch writes all the time, a live check touches its folder every minute (verify-weights.py's alive);
+  # a pod's own staging folder is its to resume (the same pod's restart).
   for old in "$1"/*; do
     [ -e "${old}" ] && [ "${old}" != "$1/$2" ] || continue
     [ -z "$(find "${old}" -mmin -30 | head -n 1)" ] || continue

@@ -4,18 +4,21 @@ With a node cache (CACHE_DIR), WEIGHTS_DIR is the fetch's link to CACHE_DIR/<sha
 is checked in its staging folder, then moved there whole, with a record of its files' sizes and times that the
 next pod's fetch compares before using it again.
 """
+import contextlib
 import hashlib
 import json
 import os
 import re
 import shutil
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 MANIFEST = os.environ["MANIFEST"]
 HEX64 = re.compile(r"[0-9a-f]{64}")
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 RESERVED = {MANIFEST, ".verified", ".manifest.new", ".inferry-manifest", ".files"}
+ALIVE_EVERY_S = 60  # how often a staging folder being checked is touched; the fetch's rule for "abandoned" is 30 min
 
 
 def problems(root, entries):
@@ -121,6 +124,28 @@ def plain(root):
     print(f"weights: {len(entries)} files match manifest {digest}")
 
 
+@contextlib.contextmanager
+def alive(folder):
+    """Touch folder now and every ALIVE_EVERY_S while the block runs. Another pod's fetch on this node removes a
+    staging folder nothing was written in for 30 minutes, and checking a large model writes nothing."""
+    done = threading.Event()
+
+    def touch():
+        while True:
+            with contextlib.suppress(OSError):
+                os.utime(folder)
+            if done.wait(ALIVE_EVERY_S):
+                return
+
+    keeper = threading.Thread(target=touch, daemon=True)
+    keeper.start()
+    try:
+        yield
+    finally:
+        done.set()
+        keeper.join()
+
+
 def cached(cache, link):
     """The node's copy the fetch linked: in use already (the fetch compared its record), or checked and kept."""
     kept = os.readlink(link)
@@ -132,9 +157,10 @@ def cached(cache, link):
         shutil.rmtree(stage, ignore_errors=True)  # fetched while another pod on this node kept the same copy
         print(f"weights: the node's copy of manifest {digest} is unchanged since it was verified")
         return
-    digest, entries = verify(stage, digest)
-    paths = [e["path"] for e in entries]
-    prune(stage, paths)
+    with alive(stage):
+        digest, entries = verify(stage, digest)
+        paths = [e["path"] for e in entries]
+        prune(stage, paths)
     with open(os.path.join(stage, ".files"), "w") as fh:
         fh.writelines(p + "\n" for p in paths)
     with open(os.path.join(stage, ".verified"), "w") as fh:

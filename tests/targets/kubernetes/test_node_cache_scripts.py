@@ -229,3 +229,57 @@ def _hostname_stub(tmp_path: Path, name: str) -> Path:
     (folder / "uname").write_text(f"#!/bin/sh\necho {name}\n")
     (folder / "uname").chmod(0o755)
     return folder
+
+
+def test_a_check_that_outlasts_the_abandoned_rule_keeps_its_staging_folder(store, tmp_path):
+    """Pod A's verify hashes for longer than the 30 minutes after which a staging folder counts as abandoned (a large
+    model on a slow disk: here its hash is held, and its files aged an hour); pod B's fetch on the node meanwhile
+    must leave A's folder, and A's check then finishes and keeps the copy."""
+    server, proxy = store
+    node = Node(tmp_path / "node", server, proxy, "s5cmd")
+    stubs = {name: _hostname_stub(tmp_path, name) for name in ("pod-a", "pod-b")}
+    envs = {}
+    for name in stubs:
+        (node.root / name).mkdir()
+        (node.root / "home").mkdir(exist_ok=True)
+        env = node.env("a", node.root / name)
+        envs[name] = {**env, "PATH": f"{stubs[name]}:{env['PATH']}"}
+    fetch = ["sh", str(TEMPLATES / FETCH_SCRIPT)]
+    r = subprocess.run(fetch, env=envs["pod-a"], capture_output=True, text=True, timeout=120, cwd=node.root)
+    assert r.returncode == 0, r.stderr
+    [stage] = [p for p in (node.cache / ".incoming").iterdir() if p.name.endswith(".pod-a")]
+    started, go = tmp_path / "hashing", tmp_path / "go"
+    script = (TEMPLATES / VERIFY_SCRIPT).read_text()
+    assert script.count("ALIVE_EVERY_S = 60") == 1
+    held = f"""import hashlib, os, time
+real = hashlib.sha256
+class Held:  # hashes as sha256, but each block waits for the test's go
+    def __init__(self, data=b""): self.h = real(data)
+    def hexdigest(self): return self.h.hexdigest()
+    def update(self, block):
+        open({str(started)!r}, "w").close()
+        while not os.path.exists({str(go)!r}): time.sleep(0.05)
+        self.h.update(block)
+hashlib.sha256 = Held
+os.uname = lambda: type("u", (), {{"nodename": "pod-a"}})()
+exec({script.replace("ALIVE_EVERY_S = 60", "ALIVE_EVERY_S = 0.1")!r})
+"""
+    verify_a = subprocess.Popen([sys.executable, "-c", held], env=envs["pod-a"], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 60
+        while not started.exists() and verify_a.poll() is None and time.time() < deadline:
+            time.sleep(0.05)
+        assert started.exists(), verify_a.stdout.read() if verify_a.poll() is not None else "verify never hashed"
+        hour_ago = time.time() - 3600
+        for path in [*stage.rglob("*"), stage]:
+            os.utime(path, (hour_ago, hour_ago), follow_symlinks=False)
+        time.sleep(0.5)  # a few of the check's touches
+        r = subprocess.run(fetch, env=envs["pod-b"], capture_output=True, text=True, timeout=120, cwd=node.root)
+        assert r.returncode == 0, r.stderr
+        assert stage.is_dir() and "did not finish" not in r.stdout, r.stdout
+    finally:
+        go.touch()
+        out, _ = verify_a.communicate(timeout=120)
+    assert verify_a.returncode == 0 and "kept on this node" in out, out
+    assert _same_files(node.root / "pod-a" / "m", tmp_path / "src" / "a")
