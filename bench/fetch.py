@@ -7,7 +7,8 @@ three commands, interleaved (the order rotating each repetition), dirty pages fl
 - fetch.sh with the byte ranges `inferry up` sends (a shard larger than the range size comes in ranges);
 - fetch.sh with one request per file (what it did before ranges);
 - `s5cmd cp` of the prefix, with its defaults (it checks nothing of its own; fetch.sh checks every sha256);
-- fetch.sh with ranges and its sha256 check taken out: a measurement of what the check costs, never shipped.
+- fetch.sh with ranges and its sha256 check taken out: a measurement of what the check costs, never shipped;
+- with `--before FILE`, that fetch.sh (say `git show REV:infra/targets/ssh/scripts/fetch.sh > FILE`) with ranges.
 Prints medians and bests and s5cmd/fetch.sh (> 1: fetch.sh is faster), and the median CPU seconds each command
 used (user + system, its own and its children's: curl, openssl; not the server's). The server runs on the same
 cores, so where the fetch is CPU-bound, CPU seconds per GiB decide the ratio.
@@ -41,7 +42,8 @@ SCRIPT = (ROOT / "infra" / "targets" / "ssh" / "scripts" / "fetch.sh").read_text
 CHECK = '[ "$(sha256_of <"$tmp")" = "$sha" ]'  # fetch.sh's check of a downloaded file, before it moves into place
 
 
-def commands(server: S3Server, lines: dict[str, str], parallel: int) -> dict[str, Callable[[str], None]]:
+def commands(server: S3Server, lines: dict[str, str], parallel: int,
+             before: Path | None = None) -> dict[str, Callable[[str], None]]:
     """Each case: a function that fetches the model into a folder (exits the bench when it fails)."""
     env = {**os.environ, "AWS_ACCESS_KEY_ID": KEYS[0], "AWS_SECRET_ACCESS_KEY": KEYS[1], "AWS_REGION": server.region}
 
@@ -52,6 +54,8 @@ def commands(server: S3Server, lines: dict[str, str], parallel: int) -> dict[str
     if SCRIPT.count(CHECK) != 1:
         sys.exit("fetch.sh's sha256 check is not where this bench expects it: update CHECK")
     cases["fetch.sh, ranges, no sha256 check"] = script(lines["fetch.sh, ranges"], SCRIPT.replace(CHECK, "true"))
+    if before:
+        cases[f"{before.name} (--before), ranges"] = script(lines["fetch.sh, ranges"], before.read_text())
     cases["s5cmd cp"] = lambda d: _run([tool("s5cmd"), "--endpoint-url", server.endpoint, "cp",
                                         f"s3://{BUCKET}/m/*", f"{d}/"], env, "")
     return cases
@@ -70,6 +74,7 @@ def main() -> None:
     ap.add_argument("--shard-mib", type=int, default=512)
     ap.add_argument("--reps", type=int, default=6)
     ap.add_argument("--parallel", type=int, default=8, help="fetch.sh's parallel requests (target default: 8)")
+    ap.add_argument("--before", type=Path, help="another fetch.sh to time beside this one (a change's baseline)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="inferry-bench-fetch-"))
     try:
@@ -83,7 +88,7 @@ def main() -> None:
             total = sum(f.size for f in files)
             lines = {"fetch.sh, ranges": fetch_lines(files, range_bytes(total, args.parallel)),
                      "fetch.sh, one request per file": fetch_lines(files, max(f.size for f in files))}
-            cases = commands(server, lines, args.parallel)
+            cases = commands(server, lines, args.parallel, args.before)
             cases["s5cmd cp"](str(work / "warm"))  # the server computes each object's MD5 once, before timing
             shutil.rmtree(work / "warm")
             times, cpu = timed(cases, work / "out", args.reps)

@@ -13,16 +13,15 @@ sha256_of() {  # the sha256 of stdin, in hex
   if [ -n "$ossl" ]; then openssl dgst -sha256 -r | cut -d' ' -f1; else sha256sum | cut -d' ' -f1; fi
 }
 get_range() {  # FROM TO: those bytes of $url written at FROM in $tmp; a failed try is asked again (4 tries)
-  # Not curl's --retry: through a pipe it cannot take back what a broken try wrote; dd's seek rewrites it.
+  # No pipe: curl writes the file itself, through a descriptor that dd (count=0: no data) has moved to FROM.
+  # Not curl's --retry: on stdout it cannot take back what a broken try wrote; the next try seeks back.
   try=0
   while [ "$try" -lt 4 ]; do
-    rm -f "$tmp.$1"
-    { printf 'url = "%s"\n' "$url" | curl -fsS -r "$1-$2" -K - || : > "$tmp.$1"; } \
-      | { dd of="$tmp" bs=1048576 seek=$(($1 / 1048576)) conv=notrunc 2>/dev/null || : > "$tmp.$1"; }
-    [ -e "$tmp.$1" ] || return 0
+    { dd bs=1048576 seek=$(($1 / 1048576)) count=0 conv=notrunc 2>/dev/null \
+        && printf 'url = "%s"\n' "$url" | curl -fsS -r "$1-$2" -K -; } 1<>"$tmp" && return 0
     try=$((try + 1)) && sleep 1
   done
-  rm -f "$tmp.$1" && return 1
+  return 1
 }
 download() {  # SIZE RANGE: $url into $tmp; a file of about two RANGEs or more in ranges of about RANGE, side by
   # side, at most twice PARALLEL of them
