@@ -1,12 +1,14 @@
 """weights_delivery: node-cache on the real node: the first pod fetches the weights into the node's folder (a local
-PersistentVolume, admitted under the namespace's baseline Pod Security), the next pod on that node fetches
-nothing and serves from the same verified copy. What the store sent is counted by a proxy in front of it; the
-copy on the node is read from the node's disk and compared with what was pushed.
+PersistentVolume, admitted under the namespace's baseline Pod Security), removing what a pod gone mid-fetch left
+there, and the next pod on that node fetches nothing and serves from the same verified copy. What the store sent
+is counted by a proxy in front of it; the copy on the node is read from the node's disk and compared with what
+was pushed.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from datetime import datetime
 
@@ -49,6 +51,11 @@ def test_a_new_pod_on_a_warm_node_fetches_nothing_and_serves_the_verified_copy(n
                                                                                installed):
     cache = tmp_path / "node-cache"
     cache.mkdir()  # the node's set-up: the folder the local volume names
+    gone = cache / ".incoming" / f"{'0' * 64}.pod-gone"  # what a pod deleted mid-fetch left there an hour ago
+    (gone / "sub").mkdir(parents=True)
+    (gone / "sub" / "model-00001.safetensors").write_bytes(b"x" * 1000)
+    for path in (gone / "sub" / "model-00001.safetensors", gone / "sub", gone):
+        os.utime(path, (time.time() - 3600,) * 2)
     with CountingProxy(store.endpoint, host=node.lay.gateway) as proxy:
         d = on_the_node(cluster, store, NS, weights_delivery="node-cache", node_cache_path=str(cache))
         d["storage"]["endpoint"] = proxy.endpoint
@@ -59,6 +66,8 @@ def test_a_new_pod_on_a_warm_node_fetches_nothing_and_serves_the_verified_copy(n
             assert r.returncode == 0, r.stdout + r.stderr
             cold = ready_pod(cluster)
             cold_bytes = proxy.down
+            log = cluster.kubectl("logs", "-n", NS, cold["metadata"]["name"], "-c", "fetch-weights").stdout
+            assert not gone.exists() and "removing " + gone.name + ", left by a fetch" in log, log
             assert cold_bytes > 4 << 20  # the model's 4 MiB of shards came from the store
             (kept,) = [p for p in cache.iterdir() if p.name != ".incoming"]
             manifest = json.loads((kept / "inferry-manifest.json").read_text())
