@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+import re
 import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -22,6 +23,8 @@ MARKER = ".inferry-manifest"  # holds the digest of the manifest the folder was 
 PRESIGN_EXPIRES_S = 3600
 MiB = 1 << 20
 RANGE_MIN = 64 * MiB  # a smaller byte range gains less than its own request costs
+PARTIAL = re.compile(r"\.part\.[0-9]+\.[0-9]+$")  # fetch.sh's REL.part.PID.K while it downloads REL
+LISTING = "find . -type f -printf '%s %P\\0'"  # every file under the folder: 'SIZE PATH', NUL after each
 
 
 @dataclass(frozen=True)
@@ -102,11 +105,11 @@ def ensure_weights(a: WeightsArgs, private_key: str, entries: list[PresignedFile
     probe = s.run(f"set -- {d}; {script('drop-partials.sh')}\n"  # before df: what they held is free
                   f"cat {d}/{MARKER} 2>/dev/null; echo; echo @@df; dd={d}; "
                   "while [ ! -e \"$dd\" ]; do dd=$(dirname \"$dd\"); done; echo \"$dd\"; df -Pk \"$dd\"; echo @@have; "
-                  f"[ -d {d} ] && cd {d} && find . -type f ! -name '*.part.*' -printf '%s %P\\n'; true",
+                  f"[ -d {d} ] && cd {d} && {LISTING}; true",
                   "read weights cache", stdin="".join(f"{e.path}\n" for e in entries))
     marker, _, rest = probe.out.partition("\n@@df\n")
     df_text, _, have_text = rest.partition("@@have\n")
-    have = {ln.split(" ", 1)[1]: int(ln.split(" ", 1)[0]) for ln in have_text.splitlines() if " " in ln}
+    have = cached_files(have_text)
     missing = [e for e in entries if have.get(e.path) != e.size]
     if marker.strip() == digest and not missing and not full:
         return WeightsReport(a.model_dir, digest, len(entries), total, 0, 0)
@@ -134,14 +137,21 @@ def ensure_weights(a: WeightsArgs, private_key: str, entries: list[PresignedFile
     return WeightsReport(a.model_dir, digest, len(entries), total, len(fetched), len(ops.writes))
 
 
+def cached_files(listing: str) -> dict[str, int]:
+    """{path: size} of the model's files from LISTING's output: not the marker, not a running fetch's partial files
+    (a model file whose own name holds `.part.` is a model file)."""
+    rows = (row.split(" ", 1) for row in listing.strip("\n").split("\0") if " " in row)
+    return {path: int(size) for size, path in rows if path != MARKER and not PARTIAL.search(path)}
+
+
 def weights_drift(a: WeightsArgs, private_key: str, manifest_sha256: str, files: int, total: int) -> list[str]:
     """What differs in the host's cache from the last verified fetch: the manifest marker, files, bytes."""
     d = shlex.quote(a.model_dir)
     probe = pool.read(a.conn, private_key, lambda s: s.run(
-        f"cat {d}/{MARKER} 2>/dev/null; echo; echo @@have; [ -d {d} ] && cd {d} && "
-        f"find . -type f ! -name '*.part.*' ! -name {MARKER} -printf '%s\\n'; true", "read weights cache"))
-    marker, _, sizes = probe.out.partition("\n@@have\n")
-    found = [int(x) for x in sizes.split()]
+        f"cat {d}/{MARKER} 2>/dev/null; echo; echo @@have; [ -d {d} ] && cd {d} && {LISTING}; true",
+        "read weights cache"))
+    marker, _, listing = probe.out.partition("\n@@have\n")
+    found = list(cached_files(listing).values())
     if marker.strip() != manifest_sha256:
         return [f"{a.model_dir} was not verified against the stack's manifest"]
     if len(found) < files or sum(found) < total:

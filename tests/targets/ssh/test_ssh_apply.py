@@ -167,3 +167,40 @@ def test_partial_files_a_killed_fetch_left_are_removed_by_the_next_apply(make_ho
     assert [n for n in left if ".part." in n] == [f"{shard}.part.{live}.2"], left
     h.exec(f"kill {live}; rm {folder}/{shard}.part.{live}.2")
     assert cached_weights(h) == {rel: hashlib.sha256(data).hexdigest() for rel, data in FILES.items()}
+
+
+def test_a_model_file_whose_name_holds_part_is_counted_as_the_models(make_hosts, weights_store, tmp_path):
+    """fetch.sh's partial files are REL.part.PID.K; a model file such as `weights.part.1.bin` is the model's own: a
+    second apply changes nothing and the cache shows no drift (it was skipped before, so every apply fetched)."""
+    from infra.storage.settings import StoreSettings
+    from infra.storage.sync import push
+    from infra.targets.ssh.weights import weights_drift
+    from tests.support.ssh_env import BUCKET, parse_deployment, raw_deployment
+
+    store = weights_store
+    odd = {**FILES, "weights.part.1.bin": b"part one" * 1000, "sub/weights.part.2.bin": b"part two" * 1000}
+    folder = tmp_path / "odd-model"
+    for rel, data in odd.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_bytes(data)
+    push(StoreSettings(store.endpoint, store.region, BUCKET, store.access_key, store.secret_key), folder, "odd-names",
+         show=False)
+    (h,) = make_hosts(1)
+    raw = raw_deployment([h], weights_store)
+    raw["model"]["weights"] = f"s3://{BUCKET}/odd-names"
+    d = parse_deployment(raw, "test stack")
+    first = apply(d, [h], weights_store)
+    w = first.hosts[0].outputs["weights"]
+    assert (w["files"], w["bytes"]) == (len(odd), sum(map(len, odd.values()))), w
+    before = ops_log(h)
+    again = apply(d, [h], weights_store)
+    assert again.count("writes") == 0 and ops_log(h) == before
+    (hp,) = plan_for(d).hosts
+    key = h.client_key_text
+
+    def drift() -> list[str]:  # called here, so that a failed assert shows the drift, not the key
+        return weights_drift(hp.weights[0], key, w["manifest_sha256"], w["files"], w["bytes"])
+
+    assert (found := drift()) == [], found
+    h.exec(f"rm {hp.weights[0].model_dir}/sub/weights.part.2.bin")
+    assert (found := drift()) and "holds 5 files" in found[0], found
