@@ -89,13 +89,9 @@ def scripts_mount() -> dict[str, Any]:
     return {"name": "config", "mountPath": SCRIPTS_DIR, "readOnly": True}
 
 
-def weight_sets(ctx: Ctx) -> list[tuple[str, str, str]]:
-    """(s3:// source, folder, container suffix) of the model and each extra weights set (drafts, adapters)."""
-    return spec_weight_sets(ctx.d, ctx.spec)
-
-
 def spec_weight_sets(d: Deployment, spec: ServiceSpec) -> list[tuple[str, str, str]]:
-    """weight_sets for a deployment and its engine's spec (validate has no Ctx)."""
+    """(s3:// source, folder, container suffix) of the model and each extra weights set (drafts, adapters): what the
+    init containers fetch, and what validate checks (it has no Ctx)."""
     sets = [(d.weights_uri, spec.model_dir, "weights")]
     return sets + [(src, path, f"extra-{i}") for i, (src, path) in enumerate(spec.extra_weights)]
 
@@ -103,7 +99,7 @@ def spec_weight_sets(d: Deployment, spec: ServiceSpec) -> list[tuple[str, str, s
 def init_containers(ctx: Ctx) -> list[dict[str, Any]]:
     """Fetch then verify each weights set; the first fetch also brings the built TensorRT engine."""
     out = []
-    for i, (source, folder, suffix) in enumerate(weight_sets(ctx)):
+    for i, (source, folder, suffix) in enumerate(spec_weight_sets(ctx.d, ctx.spec)):
         out += [fetch_container(ctx, with_build=i == 0, source=source, folder=folder, suffix=suffix),
                 verify_container(ctx, folder, suffix)]
     return out

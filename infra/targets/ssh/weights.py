@@ -109,7 +109,7 @@ def ensure_weights(a: WeightsArgs, private_key: str, entries: list[PresignedFile
                   "read weights cache", stdin="".join(f"{e.path}\n" for e in entries))
     marker, _, rest = probe.out.partition("\n@@df\n")
     df_text, _, have_text = rest.partition("@@have\n")
-    have = cached_files(have_text)
+    have = listed(have_text)  # looked up by the manifest's paths: a partial file is never one of them
     missing = [e for e in entries if have.get(e.path) != e.size]
     if marker.strip() == digest and not missing and not full:
         return WeightsReport(a.model_dir, digest, len(entries), total, 0, 0)
@@ -137,11 +137,16 @@ def ensure_weights(a: WeightsArgs, private_key: str, entries: list[PresignedFile
     return WeightsReport(a.model_dir, digest, len(entries), total, len(fetched), len(ops.writes))
 
 
+def listed(listing: str) -> dict[str, int]:
+    """{path: size} of every file in LISTING's output."""
+    rows = (row.split(" ", 1) for row in listing.strip("\n").split("\0") if " " in row)
+    return {path: int(size) for size, path in rows}
+
+
 def cached_files(listing: str) -> dict[str, int]:
     """{path: size} of the model's files from LISTING's output: not the marker, not a running fetch's partial files
     (a model file whose own name holds `.part.` is a model file)."""
-    rows = (row.split(" ", 1) for row in listing.strip("\n").split("\0") if " " in row)
-    return {path: int(size) for size, path in rows if path != MARKER and not PARTIAL.search(path)}
+    return {path: size for path, size in listed(listing).items() if path != MARKER and not PARTIAL.search(path)}
 
 
 def weights_drift(a: WeightsArgs, private_key: str, manifest_sha256: str, files: int, total: int) -> list[str]:

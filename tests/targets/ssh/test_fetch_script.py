@@ -193,7 +193,7 @@ def test_a_store_that_ignores_byte_ranges_is_named_and_nothing_is_kept(presigned
 def test_the_cache_listing_counts_model_files_not_the_marker_or_a_running_fetchs_partials(tmp_path):
     """The probe's `find` run for real on a folder holding a model file named like a part, a file with a newline in
     its name, fetch.sh's partial file of a running fetch and the marker: only the model's files are counted."""
-    from infra.targets.ssh.weights import LISTING, MARKER, cached_files
+    from infra.targets.ssh.weights import LISTING, MARKER, cached_files, listed
 
     files = {"weights.part.1.bin": b"one", "sub/x\ny 5": b"newline", "model.safetensors": b"whole",
              "model.safetensors.part.4242.0": b"partial", MARKER: b"digest"}
@@ -202,3 +202,4 @@ def test_the_cache_listing_counts_model_files_not_the_marker_or_a_running_fetchs
         (tmp_path / rel).write_bytes(data)
     listing = subprocess.run(["sh", "-c", LISTING], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
     assert cached_files(listing) == {"weights.part.1.bin": 3, "sub/x\ny 5": 7, "model.safetensors": 5}
+    assert listed(listing) == {rel: len(data) for rel, data in files.items()}  # what the weights probe looks up
